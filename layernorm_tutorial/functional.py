@@ -1,0 +1,277 @@
+r"""Stateless normalization functions with ``torch.nn.functional`` signatures.
+
+Each function is built from elementary tensor ops (mean, subtraction, multiplication,
+``rsqrt``), never from torch's own normalization kernels, and is differentiable by autograd.
+All of them share one recipe; only the axes of the statistics differ:
+
+.. math::
+
+    \mu = \frac{1}{H}\sum_{i} x_i, \qquad
+    \sigma^2 = \frac{1}{H}\sum_{i} (x_i - \mu)^2, \qquad
+    \hat{x}_i = \frac{x_i - \mu}{\sqrt{\sigma^2 + \epsilon}}, \qquad
+    y_i = \gamma_i \hat{x}_i + \beta_i
+
+where the sums run over the ``H`` elements that share one set of statistics:
+
+=============  ============================================  ==========================
+function       statistics over (input ``(N, C, *)``)          gamma/beta shape
+=============  ============================================  ==========================
+layer_norm     the trailing ``normalized_shape`` dims          ``normalized_shape``
+batch_norm     ``N`` and all spatial dims, per channel         ``(C,)``
+instance_norm  all spatial dims, per sample and channel        ``(C,)``
+group_norm     ``C/G`` channels and all spatial dims           ``(C,)``
+rms_norm       trailing dims; no mean subtraction, no beta     ``normalized_shape``
+=============  ============================================  ==========================
+
+fp16 and bf16 inputs are computed in fp32 and returned in the input's dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._validation import (
+    as_shape,
+    check_channels_input,
+    check_eps,
+    check_normalized_shape,
+    check_param,
+    check_running_stat,
+    check_tensor,
+    compute_dtype,
+    verify_batch_size,
+    verify_spatial_size,
+)
+
+__all__ = ["moments", "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm"]
+
+
+def moments(x: torch.Tensor, dims: tuple[int, ...]):
+    r"""Mean, centred input and biased variance of ``x`` over ``dims`` (kept as size-1 dims).
+
+    Returns ``(mean, xshift, var)`` with ``xshift = x - mean`` (same shape as ``x``) and
+    ``var = mean(xshift**2)``: the two-pass algorithm, never :math:`E[x^2] - E[x]^2`, which
+    cancels catastrophically when :math:`|\mu| \gg \sigma`.
+
+    Both passes run on data shifted by one element ``K`` of each group (Chan, Golub and
+    LeVeque's shifted data): :math:`x - K` is exactly zero for a constant group, so a constant
+    row normalizes to exactly zero instead of to rounding noise times :math:`1/\sqrt{\epsilon}`.
+    """
+    pivot = x
+    for d in dims:
+        pivot = pivot.narrow(d, 0, 1) if x.shape[d] > 0 else pivot.sum(d, keepdim=True)
+    shifted = x - pivot                                   # same shape as x
+    shifted_mean = shifted.mean(dims, keepdim=True)       # size-1 along dims
+    xshift = shifted - shifted_mean                       # x - mean, same shape as x
+    var = (xshift * xshift).mean(dims, keepdim=True)      # biased: divide by H
+    mean = pivot + shifted_mean
+    return mean, xshift, var
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    r"""Layer normalization over the trailing ``normalized_shape`` dimensions.
+
+    Shapes: ``input`` is ``(*, *normalized_shape)``; ``weight`` (gamma) and ``bias`` (beta)
+    are ``normalized_shape`` or None; the output has the shape and dtype of ``input``.
+
+    .. math:: y = \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} \odot \gamma + \beta
+
+    with :math:`\mu, \sigma^2` the mean and biased variance over the ``H = prod(normalized_shape)``
+    trailing elements of each row (one pair per row, shared by all its features).
+    """
+    check_tensor(input, "input")
+    shape = as_shape(normalized_shape)
+    check_normalized_shape(input, shape)
+    check_param(weight, "weight", shape)
+    check_param(bias, "bias", shape)
+    check_eps(eps)
+    dims = tuple(range(input.dim() - len(shape), input.dim()))
+    x = input.to(compute_dtype(input.dtype))
+    _, xshift, var = moments(x, dims)                     # var: (*, 1, ..., 1)
+    rstd = torch.rsqrt(var + eps)                         # eps inside the square root
+    out = xshift * rstd                                   # x_hat, (*, *normalized_shape)
+    if weight is not None:
+        out = out * weight.to(x.dtype)
+    if bias is not None:
+        out = out + bias.to(x.dtype)
+    return out.to(input.dtype)
+
+
+def _channel_view(t: torch.Tensor, ndim: int) -> torch.Tensor:
+    """Reshape a per-channel vector ``(C,)`` to ``(1, C, 1, ..., 1)`` for an ``ndim`` input."""
+    return t.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None,
+               training: bool = False, momentum: float = 0.1, eps: float = 1e-5):
+    r"""Batch normalization: per-channel statistics over the batch and spatial dimensions.
+
+    Shapes: ``input`` is ``(N, C, *)``; ``running_mean``, ``running_var``, ``weight``,
+    ``bias`` are ``(C,)`` or None. Output: shape and dtype of ``input``.
+
+    Training (``training=True``) normalizes with the batch's mean and *biased* variance over
+    the ``M = N * prod(*)`` values of each channel and, when running statistics are given,
+    updates them in place with the *unbiased* variance:
+
+    .. math::
+
+        \hat\mu \leftarrow (1-m)\,\hat\mu + m\,\mu_B, \qquad
+        \hat\sigma^2 \leftarrow (1-m)\,\hat\sigma^2 + m\,\frac{M}{M-1}\sigma_B^2
+
+    Evaluation (``training=False``) normalizes with ``running_mean`` and ``running_var``.
+    """
+    check_tensor(input, "input")
+    check_channels_input(input, "batch_norm")
+    num_channels = input.shape[1]
+    check_running_stat(running_mean, "running_mean", num_channels)
+    check_running_stat(running_var, "running_var", num_channels)
+    check_param(weight, "weight", (num_channels,))
+    check_param(bias, "bias", (num_channels,))
+    check_eps(eps)
+    if training:
+        verify_batch_size(input.shape)
+    elif running_mean is None or running_var is None:
+        raise RuntimeError(
+            "batch_norm: running_mean and running_var must be tensors when training=False"
+        )
+    if input.numel() == 0:  # like torch: nothing to normalize, running stats untouched
+        out = input.clone()
+        if weight is not None:
+            out = out * _channel_view(weight, input.dim())
+        if bias is not None:
+            out = out + _channel_view(bias, input.dim())
+        return out
+
+    ndim = input.dim()
+    dims = (0,) + tuple(range(2, ndim))
+    x = input.to(compute_dtype(input.dtype))
+    if training:
+        mean, xshift, var = moments(x, dims)              # mean, var: (1, C, 1, ...)
+        if running_mean is not None or running_var is not None:
+            count = input.numel() // num_channels         # M values per channel
+            with torch.no_grad():
+                if running_mean is not None:
+                    batch_mean = mean.reshape(-1).to(running_mean.dtype)
+                    running_mean.mul_(1 - momentum).add_(momentum * batch_mean)
+                if running_var is not None:
+                    unbiased = (var.reshape(-1) * count / (count - 1)).to(running_var.dtype)
+                    running_var.mul_(1 - momentum).add_(momentum * unbiased)
+    else:
+        mean = _channel_view(running_mean.to(x.dtype), ndim)
+        var = _channel_view(running_var.to(x.dtype), ndim)
+        xshift = x - mean
+    rstd = torch.rsqrt(var + eps)                         # (1, C, 1, ...)
+    out = xshift * rstd
+    if weight is not None:
+        out = out * _channel_view(weight.to(x.dtype), ndim)
+    if bias is not None:
+        out = out + _channel_view(bias.to(x.dtype), ndim)
+    return out.to(input.dtype)
+
+
+def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
+    r"""Group normalization: statistics over groups of ``C / G`` channels and all positions.
+
+    Shapes: ``input`` is ``(N, C, *)`` with ``C`` divisible by ``num_groups = G``;
+    ``weight`` and ``bias`` are ``(C,)`` or None. Output: shape and dtype of ``input``.
+
+    Viewing the input as ``(N, G, C/G * prod(*))``, each of the ``N*G`` rows is normalized
+    like layer norm, then a per-channel affine map is applied. ``G = 1`` is layer norm over
+    ``(C, *)`` with per-channel affine; ``G = C`` is instance norm.
+    """
+    check_tensor(input, "input")
+    check_channels_input(input, "group_norm")
+    if not isinstance(num_groups, int) or num_groups <= 0:
+        raise ValueError(f"num_groups must be a positive int, got {num_groups!r}")
+    n, c = input.shape[:2]
+    if c % num_groups != 0:
+        raise RuntimeError(
+            "Expected number of channels in input to be divisible by num_groups, but got "
+            f"input of shape {list(input.shape)} and num_groups={num_groups}"
+        )
+    check_param(weight, "weight", (c,))
+    check_param(bias, "bias", (c,))
+    check_eps(eps)
+    verify_batch_size([n * c // num_groups, num_groups] + list(input.shape[2:]))
+    group_size = (c // num_groups) * _prod(input.shape[2:])
+    x = input.to(compute_dtype(input.dtype)).reshape(n, num_groups, group_size)
+    _, xshift, var = moments(x, (2,))                     # var: (N, G, 1)
+    out = (xshift * torch.rsqrt(var + eps)).reshape(input.shape)
+    if weight is not None:
+        out = out * _channel_view(weight.to(out.dtype), input.dim())
+    if bias is not None:
+        out = out + _channel_view(bias.to(out.dtype), input.dim())
+    return out.to(input.dtype)
+
+
+def _prod(sizes) -> int:
+    total = 1
+    for s in sizes:
+        total *= s
+    return total
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5):
+    r"""Instance normalization: statistics per sample and channel over the spatial dims.
+
+    Shapes: ``input`` is ``(N, C, *)`` with at least one spatial dim; running statistics,
+    ``weight`` and ``bias`` are ``(C,)`` or None. Output: shape and dtype of ``input``.
+
+    Implemented as torch does: batch norm on the input viewed as ``(1, N*C, *)`` (each
+    sample-channel pair becomes its own channel); running statistics, when given, are updated
+    with the average over the batch of the per-instance updates.
+    """
+    check_tensor(input, "input")
+    check_channels_input(input, "instance_norm")
+    n, c = input.shape[:2]
+    check_running_stat(running_mean, "running_mean", c)
+    check_running_stat(running_var, "running_var", c)
+    check_param(weight, "weight", (c,))
+    check_param(bias, "bias", (c,))
+    if use_input_stats:
+        verify_spatial_size(input.shape)
+    folded = input.reshape((1, n * c) + tuple(input.shape[2:]))
+    rm = running_mean.repeat(n) if running_mean is not None else None
+    rv = running_var.repeat(n) if running_var is not None else None
+    out = batch_norm(
+        folded, rm, rv,
+        weight.repeat(n) if weight is not None else None,
+        bias.repeat(n) if bias is not None else None,
+        training=use_input_stats, momentum=momentum, eps=eps,
+    )
+    if use_input_stats and n > 0:
+        with torch.no_grad():
+            if running_mean is not None:
+                running_mean.copy_(rm.view(n, c).mean(0))
+            if running_var is not None:
+                running_var.copy_(rv.view(n, c).mean(0))
+    return out.reshape(input.shape)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    r"""Root-mean-square normalization (Zhang and Sennrich, 2019): no centring, no bias.
+
+    Shapes: ``input`` is ``(*, *normalized_shape)``; ``weight`` is ``normalized_shape`` or
+    None. Output: shape and dtype of ``input``.
+
+    .. math:: y = \frac{x}{\sqrt{\frac{1}{H}\sum_i x_i^2 + \epsilon}} \odot \gamma
+
+    ``eps=None`` means the machine epsilon of the compute dtype (fp32 for fp16/bf16 inputs),
+    as in torch. Squares are taken in the compute dtype, so fp16 inputs near 300 (whose
+    squares overflow fp16) stay finite.
+    """
+    check_tensor(input, "input")
+    shape = as_shape(normalized_shape)
+    check_normalized_shape(input, shape)
+    check_param(weight, "weight", shape)
+    check_eps(eps)
+    dims = tuple(range(input.dim() - len(shape), input.dim()))
+    x = input.to(compute_dtype(input.dtype))
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps
+    mean_square = (x * x).mean(dims, keepdim=True)       # (*, 1, ..., 1)
+    out = x * torch.rsqrt(mean_square + eps)
+    if weight is not None:
+        out = out * weight.to(x.dtype)
+    return out.to(input.dtype)
