@@ -1,0 +1,194 @@
+"""Host side of the fused LayerNorm: block sizes, launches, the autograd.Function, the API.
+
+``layer_norm_forward`` and ``layer_norm_backward`` work on 2-D views ``(M, N)`` and accept
+preallocated outputs (the benchmark uses them); ``layer_norm`` has the signature and
+semantics of ``torch.nn.functional.layer_norm`` and is differentiable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import triton
+
+from .kernels import layer_norm_bwd_kernel, layer_norm_fwd_kernel, sum_rows_kernel
+
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+MAX_BLOCK_N = 16384  # longest row kept in registers; longer rows are walked in chunks
+REDUCE_BLOCK_G, REDUCE_BLOCK_N = 32, 128  # tile of the dgamma/dbeta column reduction
+# The interpreter runs programs one after another in Python: fewer, wider tiles are faster.
+INTERPRETER_REDUCE_BLOCK_N = 4096
+INTERPRETER_PROGRAMS = 8  # backward programs under the interpreter (it runs them in turn)
+
+
+def block_size(n: int, max_block_n: int = MAX_BLOCK_N) -> int:
+    """Power-of-two block for rows of ``n`` elements: next_power_of_2(n), capped."""
+    return min(triton.next_power_of_2(max(n, 1)), max_block_n)
+
+
+def num_warps_for(block_n: int) -> int:
+    """Warps per program: about 256 elements per warp, between 1 and 16 (not tuned on a GPU)."""
+    return min(max(block_n // 256, 1), 16)
+
+
+def backward_programs(m: int, device: torch.device) -> int:
+    """How many programs share the rows in the backward: one per SM on a GPU, at most ``m``."""
+    if device.type == "cuda":
+        target = torch.cuda.get_device_properties(device).multi_processor_count
+    else:
+        target = INTERPRETER_PROGRAMS
+    return max(1, min(m, target))
+
+
+def _rows_view(t: torch.Tensor, m: int, n: int) -> torch.Tensor:
+    """``t`` as an (m, n) matrix whose rows are contiguous (copies only when needed)."""
+    t2 = t.reshape(m, n)
+    if n > 1 and t2.stride(1) != 1:
+        t2 = t2.contiguous()
+    return t2
+
+
+def layer_norm_forward(x2d: torch.Tensor, weight: torch.Tensor | None,
+                       bias: torch.Tensor | None, eps: float = 1e-5, *,
+                       out: torch.Tensor | None = None, mean: torch.Tensor | None = None,
+                       rstd: torch.Tensor | None = None, max_block_n: int = MAX_BLOCK_N):
+    """Normalize each row of ``x2d`` (M, N): returns ``(y (M, N), mean (M,), rstd (M,))``.
+
+    ``mean`` and ``rstd = 1 / sqrt(var + eps)`` are float32 whatever the input dtype; ``y``
+    has the input's dtype. ``weight`` and ``bias`` are (N,) or None. Pass ``out``, ``mean``,
+    ``rstd`` to reuse buffers; ``max_block_n`` (a power of two) lets tests force the chunked
+    path on short rows.
+    """
+    m, n = x2d.shape
+    if x2d.stride(1) != 1 and n > 1:
+        raise ValueError("x2d: expected rows with unit stride (use .contiguous())")
+    y = torch.empty_like(x2d, memory_format=torch.contiguous_format) if out is None else out
+    mean = torch.empty(m, dtype=torch.float32, device=x2d.device) if mean is None else mean
+    rstd = torch.empty(m, dtype=torch.float32, device=x2d.device) if rstd is None else rstd
+    if m == 0 or n == 0:
+        return y, mean.fill_(float("nan")), rstd.fill_(float("nan"))
+    block_n = block_size(n, max_block_n)
+    layer_norm_fwd_kernel[(m,)](
+        x2d, y, weight if weight is not None else x2d, bias if bias is not None else x2d,
+        mean, rstd, x2d.stride(0), y.stride(0), n, eps,
+        HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
+        BLOCK_N=block_n, ROW_FITS_BLOCK=n <= block_n, num_warps=num_warps_for(block_n),
+    )
+    return y, mean, rstd
+
+
+def sum_partials(partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Column sums of a float32 (G, N) buffer, in a fixed order, cast to ``dtype``."""
+    g, n = partial.shape
+    out = torch.empty(n, dtype=dtype, device=partial.device)
+    if n == 0:
+        return out
+    block_n = REDUCE_BLOCK_N if partial.device.type == "cuda" else INTERPRETER_REDUCE_BLOCK_N
+    grid = (triton.cdiv(n, block_n),)
+    sum_rows_kernel[grid](partial, out, g, n, BLOCK_G=REDUCE_BLOCK_G, BLOCK_N=block_n)
+    return out
+
+
+def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
+                        mean: torch.Tensor, rstd: torch.Tensor, *, compute_dw: bool = True,
+                        compute_db: bool = True, dx: torch.Tensor | None = None,
+                        num_programs: int | None = None, max_block_n: int = MAX_BLOCK_N):
+    """Gradients of LayerNorm for rows (M, N): returns ``(dx, dweight or None, dbias or None)``.
+
+    ``dx`` has the input's dtype; ``dweight``/``dbias`` (N,) are reduced in float32 and cast
+    to the parameter's dtype (the input's dtype when ``weight`` is None). ``num_programs``
+    overrides how many programs share the rows (tests use more programs than rows).
+    """
+    m, n = x2d.shape
+    dx = torch.empty_like(x2d, memory_format=torch.contiguous_format) if dx is None else dx
+    param_dtype = weight.dtype if weight is not None else x2d.dtype
+    compute_dw = compute_dw and weight is not None
+    if m == 0 or n == 0:
+        zeros = torch.zeros(n, dtype=param_dtype, device=x2d.device)
+        return dx, (zeros if compute_dw else None), (zeros.clone() if compute_db else None)
+    programs = num_programs or backward_programs(m, x2d.device)
+    f32 = dict(dtype=torch.float32, device=x2d.device)
+    partial_dw = torch.empty((programs, n), **f32) if compute_dw else rstd
+    partial_db = torch.empty((programs, n), **f32) if compute_db else rstd
+    block_n = block_size(n, max_block_n)
+    layer_norm_bwd_kernel[(programs,)](
+        dx, dy2d, x2d, weight if weight is not None else x2d, mean, rstd,
+        partial_dw, partial_db, x2d.stride(0), dy2d.stride(0), dx.stride(0), m, n,
+        HAS_WEIGHT=weight is not None, COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db,
+        BLOCK_N=block_n, ROW_FITS_BLOCK=n <= block_n, num_warps=num_warps_for(block_n),
+    )
+    dweight = sum_partials(partial_dw, param_dtype) if compute_dw else None
+    dbias = sum_partials(partial_db, param_dtype) if compute_db else None
+    return dx, dweight, dbias
+
+
+class TritonLayerNormFunction(torch.autograd.Function):
+    """LayerNorm over the trailing ``normalized_shape`` with Triton forward and backward."""
+
+    @staticmethod
+    def forward(ctx, x, normalized_shape, weight, bias, eps):
+        n = math.prod(normalized_shape)
+        m = x.numel() // n if n else 0
+        x2d = _rows_view(x, m, n)
+        w = weight.reshape(n).contiguous() if weight is not None else None
+        b = bias.reshape(n).contiguous() if bias is not None else None
+        y, mean, rstd = layer_norm_forward(x2d, w, b, eps)
+        ctx.save_for_backward(x2d, w, mean, rstd)
+        ctx.x_shape, ctx.has_bias = x.shape, bias is not None
+        ctx.param_shape = tuple(normalized_shape)
+        return y.view(x.shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2d, w, mean, rstd = ctx.saved_tensors
+        m, n = x2d.shape
+        need_dx, _, need_dw, need_db, _ = ctx.needs_input_grad
+        dx, dw, db = layer_norm_backward(
+            _rows_view(dy, m, n), x2d, w, mean, rstd,
+            compute_dw=need_dw, compute_db=need_db and ctx.has_bias)
+        return (dx.view(ctx.x_shape) if need_dx else None, None,
+                dw.view(ctx.param_shape) if dw is not None else None,
+                db.view(ctx.param_shape) if db is not None else None, None)
+
+
+def _check_param(name: str, p: torch.Tensor | None, shape: tuple[int, ...], x: torch.Tensor):
+    if p is None:
+        return
+    if not isinstance(p, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor or None, got {type(p).__name__}")
+    if tuple(p.shape) != shape:
+        raise RuntimeError(f"{name}: expected shape {list(shape)} (normalized_shape), "
+                           f"got {list(p.shape)}")
+    if p.device != x.device:
+        raise RuntimeError(f"{name}: expected device {x.device}, got {p.device}")
+    if p.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name}: expected dtype float32, float16 or bfloat16, got {p.dtype}")
+
+
+def layer_norm(input: torch.Tensor, normalized_shape: int | Sequence[int],
+               weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+               eps: float = 1e-5) -> torch.Tensor:
+    """``torch.nn.functional.layer_norm`` computed by the fused Triton kernels.
+
+    Normalizes over the last ``len(normalized_shape)`` dimensions of ``input`` (shape
+    ``(*, *normalized_shape)``): y = (x - mean) / sqrt(var + eps) * weight + bias, biased
+    variance, statistics in float32. Input dtypes float32, float16, bfloat16; the output has
+    the input's dtype and shape (contiguous). Differentiable in input, weight and bias.
+    """
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"input: expected a torch.Tensor, got {type(input).__name__}")
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not all(isinstance(d, int) for d in shape) or len(shape) == 0:
+        raise TypeError(f"normalized_shape: expected an int or a non-empty sequence of ints, "
+                        f"got {normalized_shape!r}")
+    if input.dim() < len(shape) or tuple(input.shape[input.dim() - len(shape):]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size "
+                           f"{list(input.shape)}")
+    if input.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"input: expected dtype float32, float16 or bfloat16, got {input.dtype}")
+    _check_param("weight", weight, shape, input)
+    _check_param("bias", bias, shape, input)
+    return TritonLayerNormFunction.apply(input, shape, weight, bias, float(eps))

@@ -1,0 +1,204 @@
+"""The fused Triton LayerNorm against torch in float64 (CPU interpreter when there is no GPU).
+
+Every case checks the output and the three gradients (input, weight, bias) for a random
+upstream gradient. Shapes are small because the interpreter runs each program in Python.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from layernorm_tutorial.triton_kernels import (
+    MAX_BLOCK_N,
+    layer_norm,
+    layer_norm_backward,
+    layer_norm_forward,
+)
+from layernorm_tutorial.triton_kernels._interpreter import arrange_backend
+from layernorm_tutorial.triton_kernels.pitfalls import row_statistics
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+# Largest allowed error relative to max(1, max |reference|): a few units of the dtype's
+# rounding (outputs and gradients are rounded once to the input dtype; fp32 accumulation).
+TOL = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def _make(shape, normalized_shape, dtype, with_weight=True, with_bias=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = (3.0 + 2.0 * torch.randn(shape, generator=g, dtype=torch.float64))
+    w = 1.0 + 0.5 * torch.randn(normalized_shape, generator=g, dtype=torch.float64)
+    b = torch.randn(normalized_shape, generator=g, dtype=torch.float64)
+    dy = torch.randn(shape, generator=g, dtype=torch.float64)
+    cast = lambda t: t.to(dtype).to(DEVICE)  # noqa: E731
+    return (cast(x), cast(w) if with_weight else None, cast(b) if with_bias else None, cast(dy))
+
+
+def _close(actual, expected, dtype, what):
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    assert actual.dtype == dtype, f"{what}: dtype {actual.dtype}, expected {dtype}"
+    err = (actual.double().cpu() - expected.cpu()).abs().max().item() if actual.numel() else 0.0
+    scale = max(1.0, expected.abs().max().item() if expected.numel() else 0.0)
+    assert err <= TOL[dtype] * scale, f"{what}: max error {err:.3e} > {TOL[dtype] * scale:.3e}"
+
+
+def _check_against_torch(x, normalized_shape, w, b, dy, eps=1e-5):
+    """Triton forward + backward vs torch.nn.functional.layer_norm in float64."""
+    dtype = x.dtype
+    leaves = [t.detach().clone().requires_grad_() if t is not None else None for t in (x, w, b)]
+    y = layer_norm(leaves[0], normalized_shape, leaves[1], leaves[2], eps)
+    grads = torch.autograd.grad(y, [t for t in leaves if t is not None], dy)
+
+    ref_leaves = [t.detach().double().requires_grad_() if t is not None else None
+                  for t in (x, w, b)]
+    y_ref = torch.nn.functional.layer_norm(ref_leaves[0], normalized_shape, ref_leaves[1],
+                                           ref_leaves[2], eps)
+    ref_grads = torch.autograd.grad(y_ref, [t for t in ref_leaves if t is not None],
+                                    dy.double())
+    _close(y, y_ref, dtype, "output")
+    names = [n for n, t in zip(("dx", "dweight", "dbias"), (x, w, b), strict=True) if t is not None]
+    for name, g, r in zip(names, grads, ref_grads, strict=True):
+        _close(g, r, dtype, name)
+
+
+@pytest.mark.parametrize("n", [1, 3, 17, 1000, 1024, 4099])
+def test_matches_torch_for_row_lengths(n):
+    x, w, b, dy = _make((4, n), (n,), torch.float32, seed=n)
+    _check_against_torch(x, (n,), w, b, dy)
+
+
+def test_row_longer_than_one_block_is_walked_in_chunks():
+    n = MAX_BLOCK_N + 3617  # not a multiple of the block: the last chunk is masked
+    x, w, b, dy = _make((2, n), (n,), torch.float32, seed=1)
+    _check_against_torch(x, (n,), w, b, dy)
+
+
+def test_chunked_path_on_short_rows_matches_single_block():
+    x, w, b, dy = _make((3, 1000), (1000,), torch.float32, seed=2)
+    y1, mean1, rstd1 = layer_norm_forward(x, w, b)
+    y4, mean4, rstd4 = layer_norm_forward(x, w, b, max_block_n=256)  # 4 chunks, tail of 232
+    torch.testing.assert_close(y4, y1, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd4, rstd1, rtol=1e-6, atol=0)
+    g1 = layer_norm_backward(dy, x, w, mean1, rstd1)
+    g4 = layer_norm_backward(dy, x, w, mean1, rstd1, max_block_n=256, num_programs=2)
+    for a, r in zip(g4, g1, strict=True):
+        torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-5)
+    assert mean1.dtype == rstd1.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_inputs(dtype):
+    x, w, b, dy = _make((4, 1000), (1000,), dtype, seed=3)
+    _check_against_torch(x, (1000,), w, b, dy)
+
+
+def test_fewer_rows_than_backward_programs():
+    # Programs 3..7 get no rows: their partial-sum rows must be zeros, not garbage.
+    x, w, b, dy = _make((3, 17), (17,), torch.float32, seed=4)
+    _, mean, rstd = layer_norm_forward(x, w, b)
+    dx, dw, db = layer_norm_backward(dy, x, w, mean, rstd, num_programs=8)
+    xr = x.double().requires_grad_()
+    wr, br = w.double().requires_grad_(), b.double().requires_grad_()
+    y_ref = torch.nn.functional.layer_norm(xr, (17,), wr, br)
+    for g, r, name in zip((dx, dw, db), torch.autograd.grad(y_ref, (xr, wr, br), dy.double()),
+                          ("dx", "dweight", "dbias"), strict=True):
+        _close(g, r, torch.float32, name)
+
+
+def test_backward_is_deterministic():
+    x, w, b, dy = _make((6, 17), (17,), torch.float32, seed=5)
+    _, mean, rstd = layer_norm_forward(x, w, b)
+    first = layer_norm_backward(dy, x, w, mean, rstd, num_programs=4)
+    second = layer_norm_backward(dy, x, w, mean, rstd, num_programs=4)
+    for a, r in zip(first, second, strict=True):
+        assert torch.equal(a, r)
+
+
+def test_zero_size_batch():
+    x = torch.empty((0, 5), device=DEVICE).requires_grad_()
+    w = torch.randn(5, device=DEVICE).requires_grad_()
+    b = torch.randn(5, device=DEVICE).requires_grad_()
+    y = layer_norm(x, 5, w, b)
+    assert y.shape == (0, 5)
+    dx, dw, db = torch.autograd.grad(y, (x, w, b), torch.empty_like(y))
+    assert dx.shape == (0, 5)
+    assert torch.equal(dw, torch.zeros(5, device=DEVICE))
+    assert torch.equal(db, torch.zeros(5, device=DEVICE))
+
+
+def test_non_contiguous_input():
+    base, w, b, dy = _make((2, 17, 5), (17,), torch.float32, seed=6)
+    x = base.transpose(1, 2)  # (2, 5, 17): the normalized dim has stride 5
+    assert not x.is_contiguous()
+    _check_against_torch(x, (17,), w, b, dy.transpose(1, 2))
+
+
+def test_multi_dimensional_normalized_shape():
+    x, w, b, dy = _make((2, 3, 4, 5), (4, 5), torch.float32, seed=7)
+    _check_against_torch(x, (4, 5), w, b, dy)
+
+
+@pytest.mark.parametrize("with_weight,with_bias", [(False, False), (True, False), (False, True)])
+def test_weight_and_bias_may_be_none(with_weight, with_bias):
+    x, w, b, dy = _make((3, 17), (17,), torch.float32, with_weight, with_bias, seed=8)
+    _check_against_torch(x, (17,), w, b, dy)
+
+
+def test_bad_arguments_raise_like_torch():
+    x = torch.randn(2, 5, device=DEVICE)
+    with pytest.raises(RuntimeError, match="normalized_shape"):
+        layer_norm(x, (4,))
+    with pytest.raises(RuntimeError, match="weight"):
+        layer_norm(x, (5,), weight=torch.ones(4, device=DEVICE))
+    with pytest.raises(TypeError, match="dtype"):
+        layer_norm(x.double(), (5,))
+
+
+def test_padding_lanes_must_be_masked_out_of_the_variance():
+    g = torch.Generator().manual_seed(9)
+    x = (3.0 + torch.randn(4, 17, generator=g)).to(DEVICE)  # BLOCK_N = 32: 15 padding lanes
+    true_var = x.double().var(dim=1, unbiased=False)
+    _, var = row_statistics(x, "two_pass")
+    _, bad = row_statistics(x, "two_pass_unmasked")
+    torch.testing.assert_close(var.double().cpu(), true_var.cpu(), rtol=1e-5, atol=1e-6)
+    assert ((bad.double() - true_var) / true_var).abs().min().item() > 1.0
+    x16 = x[:, :16]  # a power of two: no padding, so the unmasked variant is right too
+    torch.testing.assert_close(row_statistics(x16, "two_pass_unmasked")[1].double().cpu(),
+                               x16.double().var(dim=1, unbiased=False).cpu(), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_one_pass_variance_cancels_for_a_large_mean():
+    g = torch.Generator().manual_seed(10)
+    x = (1e4 + torch.randn(4, 1024, generator=g)).to(DEVICE)  # std 1, mean 10^4
+    true_var = x.double().var(dim=1, unbiased=False)
+    _, two = row_statistics(x, "two_pass")
+    _, one = row_statistics(x, "one_pass")
+    assert ((two.double() - true_var) / true_var).abs().max().item() < 1e-4
+    assert ((one.double() - true_var) / true_var).abs().max().item() > 0.1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter set-up applies without GPU")
+def test_explicitly_disabled_interpreter_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        arrange_backend()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter set-up applies without GPU")
+def test_importing_after_triton_without_interpreter_is_a_clear_error():
+    code = (
+        "import triton\n"
+        "try:\n"
+        "    import layernorm_tutorial.triton_kernels\n"
+        "except RuntimeError as e:\n"
+        "    assert 'before anything imports triton' in str(e), e\n"
+        "else:\n"
+        "    raise SystemExit('no RuntimeError')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-1000:] + result.stderr[-2000:]
