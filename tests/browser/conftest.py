@@ -198,12 +198,12 @@ def open_page(browser, origin: str):
         context.route("**/*", route)
         page = context.new_page()
         page.set_default_timeout(NAVIGATION_TIMEOUT_MS)
-        page.on(
-            "console",
-            lambda msg: log.console_errors.append(f"{msg.text} ({msg.location.get('url', '')})")
-            if msg.type == "error"
-            else None,
-        )
+
+        def on_console(message):
+            if message.type == "error":
+                log.console_errors.append(f"{message.text} ({message.location.get('url', '')})")
+
+        page.on("console", on_console)
         page.on("pageerror", lambda exc: log.page_errors.append(str(exc)))
 
         def on_request_failed(request):

@@ -90,7 +90,7 @@ def _raw_tex_snippets(text: str) -> list[str]:
     for marker in RAW_TEX_MARKERS:
         start = text.find(marker)
         if start >= 0:
-            snippets.append(f"{marker!r} in ...{text[max(0, start - 40):start + 60]!r}...")
+            snippets.append(f"{marker!r} in ...{text[max(0, start - 40) : start + 60]!r}...")
     return snippets
 
 
