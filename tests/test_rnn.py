@@ -1,5 +1,6 @@
 """Tests for layernorm_tutorial.rnn: shapes, agreement with torch, gradients, invariances."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -239,3 +240,59 @@ def test_bad_arguments_raise_clear_errors():
         rnn.PerStepBatchNorm(4, on_unseen_step="guess")
     with pytest.raises(ValueError, match="more than 1 sample"):
         rnn.run_sequence(rnn.BatchNormElmanRNNCell(3, 4), torch.randn(1, 2, 3))
+
+
+# ---- experiment helpers used by the book (tiny budgets) ----
+
+def test_unrolled_dynamics_plain_linear_rnn_shrinks_geometrically():
+    out = rnn.unrolled_dynamics(False, 0.5, steps=30, hidden_size=32, nonlinearity="identity")
+    rms = out["state_rms"]
+    assert rms.shape == out["grad_norm"].shape == out["saturation"].shape == (30,)
+    assert rms[-1] < 1e-6 * rms[0]
+    ratio = (rms[-1] / rms[9]) ** (1 / 20)
+    assert 0.3 < ratio < 0.7  # close to the spectral radius 0.5
+
+
+def test_unrolled_dynamics_ln_impulse_response_ignores_recurrent_scale():
+    small = rnn.unrolled_dynamics(True, 0.5, steps=25, hidden_size=16)
+    large = rnn.unrolled_dynamics(True, 3.0, steps=25, hidden_size=16)
+    # exact up to eps = 1e-5 inside the square root
+    np.testing.assert_allclose(small["state_rms"], large["state_rms"], rtol=1e-3)
+    np.testing.assert_allclose(small["grad_norm"], large["grad_norm"], rtol=1e-2)
+    plain_small = rnn.unrolled_dynamics(False, 0.5, steps=25, hidden_size=16)
+    assert abs(plain_small["state_rms"][-1] - small["state_rms"][-1]) > 0.1
+
+
+def test_unrolled_dynamics_rejects_unknown_input_mode():
+    with pytest.raises(ValueError, match="inputs"):
+        rnn.unrolled_dynamics(True, 1.0, steps=3, inputs="zeros")
+
+
+def test_normalized_input_spread_of_ln_cell_is_one_and_bn_reuse_last_drifts():
+    torch.manual_seed(13)
+    ln_cell = rnn.LayerNormElmanRNNCell(4, 16)
+    x = rnn.random_walk_sequences(64, 30, seed=3)
+    spread = rnn.normalized_input_spread(ln_cell, x)
+    assert spread.shape == (30,)
+    torch.testing.assert_close(spread, torch.ones(30), rtol=2e-2, atol=2e-2)
+    bn_cell = rnn.BatchNormElmanRNNCell(4, 16, on_unseen_step="reuse_last", momentum=0.5)
+    with torch.no_grad():
+        for s in range(10):
+            rnn.run_sequence(bn_cell, rnn.random_walk_sequences(64, 5, seed=s))
+    bn_cell.eval()
+    bn_spread = rnn.normalized_input_spread(bn_cell, x)
+    assert bn_spread[-1] > 1.3 * bn_spread[4]  # inputs kept growing after step 5
+
+
+def test_digit_sequences_and_a_tiny_training_run_are_deterministic():
+    x_tr, y_tr, x_te, y_te = rnn.load_digit_sequences()
+    assert x_tr.shape[1:] == (8, 8) and len(x_tr) + len(x_te) == 1797
+    assert 0.0 <= float(x_tr.min()) and float(x_tr.max()) <= 1.0
+    small = (x_tr[:96], y_tr[:96], x_te[:50], y_te[:50])
+    first = rnn.train_sequence_classifier("ln_rnn", small, hidden_size=8, epochs=2,
+                                          batch_size=32, seed=1)
+    second = rnn.train_sequence_classifier("ln_rnn", small, hidden_size=8, epochs=2,
+                                           batch_size=32, seed=1)
+    assert first == second
+    assert len(first["train_loss"]) == len(first["test_accuracy"]) == 2
+    assert first["train_loss"][1] < first["train_loss"][0]
