@@ -1,0 +1,59 @@
+"""Tests for layernorm_tutorial.training (kept tiny: a few epochs of a shallow MLP)."""
+
+import pytest
+import torch
+
+from layernorm_tutorial import nn as ltnn
+from layernorm_tutorial.training import (
+    compare_layer_norm,
+    load_digits_split,
+    make_mlp,
+    train_classifier,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_digits_split(seed=0)
+
+
+def test_split_is_seeded_and_scaled(data):
+    again = load_digits_split(seed=0)
+    assert torch.equal(data.y_test, again.y_test)
+    assert len(data.y_train) + len(data.y_test) == 1797
+    assert data.x_train.dtype == torch.float32 and data.x_train.shape[1] == 64
+    assert 0.0 <= data.x_train.min() and data.x_train.max() <= 1.0
+    with pytest.raises(ValueError, match="test_fraction"):
+        load_digits_split(test_fraction=1.5)
+
+
+def test_make_mlp_structure_and_identical_init():
+    plain = make_mlp(3, 16, layer_norm=False, seed=1)
+    normed = make_mlp(3, 16, layer_norm=True, seed=1)
+    assert sum(isinstance(m, ltnn.LayerNorm) for m in normed) == 3
+    assert not any(isinstance(m, ltnn.LayerNorm) for m in plain)
+    linears_plain = [m for m in plain if isinstance(m, torch.nn.Linear)]
+    linears_normed = [m for m in normed if isinstance(m, torch.nn.Linear)]
+    assert len(linears_plain) == 4
+    for a, b in zip(linears_plain, linears_normed, strict=True):
+        assert torch.equal(a.weight, b.weight)
+    assert make_mlp(2, 8, layer_norm=True)(torch.randn(5, 64)).shape == (5, 10)
+    with pytest.raises(ValueError, match="depth"):
+        make_mlp(0, layer_norm=True)
+
+
+def test_training_lowers_the_loss_and_is_reproducible(data):
+    first = train_classifier(make_mlp(2, 32, layer_norm=True), data, epochs=3, lr=0.05)
+    second = train_classifier(make_mlp(2, 32, layer_norm=True), data, epochs=3, lr=0.05)
+    assert len(first.train_loss) == len(first.test_loss) == 3
+    assert first.train_loss[-1] < first.train_loss[0]
+    assert first.train_loss == second.train_loss
+    assert 0.0 <= first.test_accuracy <= 1.0
+    with pytest.raises(ValueError, match="epochs"):
+        train_classifier(make_mlp(1, layer_norm=False), data, epochs=0)
+
+
+def test_compare_returns_both_runs(data):
+    runs = compare_layer_norm(data, depth=2, width=16, epochs=1)
+    assert set(runs) == {"without LayerNorm", "with LayerNorm"}
+    assert all(len(r.train_loss) == 1 for r in runs.values())
