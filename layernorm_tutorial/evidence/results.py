@@ -1,0 +1,166 @@
+"""The results file: build it from a sweep, round it, write it, read it back and check it.
+
+The file (``book/data/evidence_results.json``) holds everything needed to audit or redo the
+sweep: the config of every experiment, the seeds, the versions of Python, torch, NumPy,
+scikit-learn and this package, the learning rate chosen for every setting and one record per
+run (spec, learning curve, final metrics). Floats are rounded to ``DIGITS`` significant digits
+so the file stays small; a re-run is compared after the same rounding.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from pathlib import Path
+
+from .data import SPLIT_SEED, TEST_FRACTION, VALIDATION_FRACTION, load_evidence_data
+from .experiments import EXPERIMENTS, LR_GRID, REFERENCE_BATCH, SEEDS
+from .runner import NUM_EVALS, NUM_THREADS, RunSpec, train_run
+
+__all__ = ["SCHEMA_VERSION", "DEFAULT_PATH", "TOLERANCE", "build_results", "round_floats",
+           "save_results", "load_results", "validate_results", "find_runs", "rerun",
+           "compare_runs"]
+
+SCHEMA_VERSION = 1
+DIGITS = 5
+DEFAULT_PATH = Path("book") / "data" / "evidence_results.json"
+# Same machine, same thread count: bit-identical. Across CPUs (different SIMD paths can
+# change float32 rounding) a stored run is accepted when every final accuracy is within two
+# test images and every final loss within 2 % of the stored one.
+TOLERANCE = {"acc_abs": 2 / 449, "loss_rel": 0.02}
+
+RUN_KEYS = {"experiment", "selected", "spec", "steps", "diverged", "curve", "final"}
+FINAL_KEYS = {"train_loss", "train_acc", "val_loss", "val_acc", "test_loss", "test_acc",
+              "minibatch_loss_last_epoch"}
+CURVE_KEYS = {"step", "train_loss", "val_acc", "test_acc"}
+
+
+def round_floats(obj, digits: int = DIGITS):
+    """Round every float in a nested structure to ``digits`` significant digits; non-finite
+    floats become ``None`` (JSON has no NaN)."""
+    if isinstance(obj, float):
+        return float(f"{obj:.{digits}g}") if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: round_floats(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [round_floats(v, digits) for v in obj]
+    return obj
+
+
+def _versions() -> dict:
+    import numpy
+    import sklearn
+    import torch
+
+    from .. import __version__
+
+    return {"layernorm_tutorial": __version__, "torch": torch.__version__,
+            "numpy": numpy.__version__, "scikit_learn": sklearn.__version__,
+            "python": platform.python_version()}
+
+
+def build_results(sweep: dict, experiments=EXPERIMENTS, seconds: float | None = None) -> dict:
+    """Wrap the output of :func:`~.experiments.run_sweep` with config, seeds and versions."""
+    data = load_evidence_data()
+    config = {
+        "data": {"source": "sklearn.datasets.load_digits (8x8, pixels / 16)",
+                 "split_seed": SPLIT_SEED, "test_fraction": TEST_FRACTION,
+                 "validation_fraction_of_train": VALIDATION_FRACTION, "sizes": data.sizes()},
+        "optimizer": "Adam (betas 0.9, 0.999; eps 1e-8; no weight decay)",
+        "loss": "cross-entropy",
+        "lr_rule": (f"grid {list(LR_GRID)} * sqrt(batch_size / {REFERENCE_BATCH}); seed "
+                    f"{SEEDS[0]} at every rate, best final validation accuracy wins; the "
+                    "other seeds at the winning rate"),
+        "evaluations_per_run": NUM_EVALS,
+        "num_threads": NUM_THREADS,
+        "deterministic_algorithms": True,
+        "last_incomplete_batch": "dropped",
+        "experiments": [exp.as_dict() for exp in experiments],
+    }
+    doc = {"schema_version": SCHEMA_VERSION,
+           "command": "python -m layernorm_tutorial.evidence",
+           "versions": _versions(), "config": config,
+           "seeds": sorted({s for exp in experiments for s in exp.seeds}),
+           "tolerance": TOLERANCE, "sweep_seconds": seconds,
+           "selected_lr": sweep["selected_lr"], "runs": sweep["runs"]}
+    return round_floats(doc)
+
+
+def validate_results(doc: dict) -> None:
+    """Raise ``ValueError`` naming the first problem if ``doc`` is not a results document."""
+    for key in ("schema_version", "versions", "config", "seeds", "tolerance", "selected_lr",
+                "runs"):
+        if key not in doc:
+            raise ValueError(f"results document lacks the key {key!r}")
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise ValueError(f"schema_version must be {SCHEMA_VERSION}, got {doc['schema_version']}")
+    for i, run in enumerate(doc["runs"]):
+        missing = RUN_KEYS - run.keys()
+        if missing:
+            raise ValueError(f"run {i} lacks {sorted(missing)}")
+        for part, keys in (("final", FINAL_KEYS), ("curve", CURVE_KEYS)):
+            if keys - run[part].keys():
+                raise ValueError(f"run {i} {part} lacks {sorted(keys - run[part].keys())}")
+        lengths = {len(v) for v in run["curve"].values()}
+        if len(lengths) != 1:
+            raise ValueError(f"run {i} curve arrays differ in length: {sorted(lengths)}")
+        RunSpec(**run["spec"])  # raises TypeError on unknown or missing fields
+    settings = {(d["experiment"], d["norm"], d["batch_size"]) for d in doc["selected_lr"]}
+    for i, run in enumerate(doc["runs"]):
+        s = run["spec"]
+        if (run["experiment"], s["norm"], s["batch_size"]) not in settings:
+            raise ValueError(f"run {i} belongs to no setting listed in selected_lr")
+
+
+def save_results(doc: dict, path: str | Path = DEFAULT_PATH) -> Path:
+    """Validate and write ``doc`` as compact JSON; returns the path."""
+    validate_results(doc)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    return path
+
+
+def load_results(path: str | Path = DEFAULT_PATH) -> dict:
+    """Read and validate a results file."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no results file at {path}: run `python -m layernorm_tutorial.evidence` first")
+    doc = json.loads(path.read_text())
+    validate_results(doc)
+    return doc
+
+
+def find_runs(doc: dict, experiment: str, norm: str | None = None,
+              batch_size: int | None = None, selected: bool | None = True) -> list[dict]:
+    """The runs of one experiment, optionally filtered by norm, batch size and ``selected``
+    (default: only runs at the chosen learning rate), sorted by seed."""
+    out = [r for r in doc["runs"] if r["experiment"] == experiment
+           and (norm is None or r["spec"]["norm"] == norm)
+           and (batch_size is None or r["spec"]["batch_size"] == batch_size)
+           and (selected is None or r["selected"] == selected)]
+    return sorted(out, key=lambda r: (r["spec"]["norm"], r["spec"]["batch_size"],
+                                      r["spec"]["lr"], r["spec"]["seed"]))
+
+
+def rerun(run: dict) -> dict:
+    """Train the stored run's spec again and return the new record, rounded like the file."""
+    return round_floats(train_run(RunSpec(**run["spec"])))
+
+
+def compare_runs(stored: dict, fresh: dict, tolerance: dict = TOLERANCE) -> dict:
+    """Largest final-metric differences between two records of the same spec.
+
+    Returns ``{"max_acc_diff", "max_loss_rel_diff", "within_tolerance"}``; accuracies are
+    compared in absolute terms, losses relative to the stored value.
+    """
+    if stored["spec"] != fresh["spec"]:
+        raise ValueError("the two records are not runs of the same spec")
+    acc = max(abs(stored["final"][k] - fresh["final"][k])
+              for k in ("train_acc", "val_acc", "test_acc"))
+    loss = max(abs(stored["final"][k] - fresh["final"][k]) / max(abs(stored["final"][k]), 1e-12)
+               for k in ("train_loss", "val_loss", "test_loss"))
+    return {"max_acc_diff": acc, "max_loss_rel_diff": loss,
+            "within_tolerance": acc <= tolerance["acc_abs"] and loss <= tolerance["loss_rel"]}
