@@ -1,0 +1,357 @@
+"""Benchmark LayerNorm implementations: median time, effective bandwidth, ratios.
+
+Run ``python -m layernorm_tutorial.bench`` (add ``--quick`` for the small notebook run,
+``--csv PATH`` to choose the CSV file). The table has one row per implementation, shape,
+dtype and direction:
+
+- ``median_ms``: median of ``reps`` timed calls. On CPU the implementations are interleaved
+  (repetition r times every implementation once, before repetition r + 1), so a change of
+  machine load hits them all alike. On CUDA each is timed by ``triton.testing.do_bench``
+  (which flushes the L2 cache between calls), median mode.
+- ``gbps``: effective bandwidth, the bytes an ideal kernel must move divided by the time.
+  Forward: ``M*N*(s_x + s_y) + N*(s_w + s_b) + 8*M`` (read x, write y, read gamma/beta,
+  write float32 mean and rstd). Backward: ``M*N*(s_x + s_dy + s_dx) + 3*N*s_w + 8*M``
+  (read x and dy, write dx, read gamma, write dgamma/dbeta, read mean and rstd).
+  ``s`` is the element size in bytes. Implementations that move more bytes than this (the
+  composite reads and writes intermediates) simply get a lower effective bandwidth.
+- ``ratio_to_native``: torch native's median time divided by this row's (above 1: faster
+  than torch native).
+- ``frac_copy``: ``gbps`` divided by the bandwidth of a plain copy (``dst.copy_(src)``,
+  2 bytes moved per byte copied) of the same array, measured in the same run.
+
+Implementations: ``numpy_ref`` (CPU only), ``composite`` (the package's
+``functional.layer_norm`` from elementary ops; backward by autograd), ``compiled``
+(``torch.compile`` of that composite), ``torch_native`` (aten's native_layer_norm and its
+backward, called with preallocated outputs) and, on CUDA, ``triton`` (this package's fused
+kernels, preallocated outputs). numpy_ref, composite and compiled allocate their outputs on
+every call: their APIs take no ``out=``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from . import functional, numpy_ref
+
+DEFAULT_CSV = os.path.join(tempfile.gettempdir(), "layernorm_tutorial", "bench_results.csv")
+MIN_BYTES = 64 * 2**20  # the full run's inputs are at least this large (beyond the caches)
+CPU_SHAPES = ((16384, 1024), (4096, 4096), (1024, 16384))  # 64 MiB in float32
+CPU_QUICK_SHAPES = ((2048, 2048),)  # 16 MiB in float32: fits this machine's 105 MiB L3
+GPU_M = 4096
+GPU_NS = (1024, 2048, 4096, 8192, 16384)
+GPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+CPU_IMPLEMENTATIONS = ("numpy_ref", "composite", "compiled", "torch_native")
+GPU_IMPLEMENTATIONS = ("composite", "compiled", "torch_native", "triton")
+DIRECTIONS = ("fwd", "bwd")
+COLUMNS = ("implementation", "shape", "dtype", "direction", "median_ms", "gbps",
+           "ratio_to_native", "frac_copy", "device")
+# Floating-point operations per element, counted from the formulas (adds, multiplies):
+# forward  sum x, x - mean, square, sum, * rstd, * gamma, + beta                  -> 7
+# backward x - mean, * rstd, gamma * dy, xhat * wdy and its sum, sum wdy,
+#          xhat * c1 + c2, wdy - (...), * rstd, dy * xhat and its sum, sum dy        -> 13
+FLOPS_PER_ELEMENT = {"fwd": 7, "bwd": 13}
+
+
+def bytes_moved(m: int, n: int, dtype: torch.dtype, direction: str,
+                param_dtype: torch.dtype | None = None) -> int:
+    """Bytes an ideal LayerNorm kernel moves for an (m, n) input (see the module docstring)."""
+    s = torch.empty((), dtype=dtype).element_size()
+    sp = torch.empty((), dtype=param_dtype or dtype).element_size()
+    if direction == "fwd":
+        return m * n * (s + s) + n * 2 * sp + 8 * m
+    if direction == "bwd":
+        return m * n * (s + s + s) + 3 * n * sp + 8 * m
+    raise ValueError(f"direction: expected 'fwd' or 'bwd', got {direction!r}")
+
+
+def arithmetic_intensity(dtype: torch.dtype, direction: str) -> float:
+    """Flops per byte of an ideal LayerNorm kernel, for large M and N."""
+    s = torch.empty((), dtype=dtype).element_size()
+    return FLOPS_PER_ELEMENT[direction] / ((2 if direction == "fwd" else 3) * s)
+
+
+@dataclass
+class BenchReport:
+    """Rows of the table (dicts with ``COLUMNS``), the copy bandwidth, and where they ran."""
+
+    rows: list[dict] = field(default_factory=list)
+    copy_gbps: dict[str, float] = field(default_factory=dict)  # "shape dtype dir" -> GB/s
+    hardware: str = ""
+    errors: dict[str, str] = field(default_factory=dict)  # implementation -> why it is missing
+
+    def ratio(self, implementation: str, direction: str, shape: str | None = None,
+              dtype: str | None = None) -> float:
+        """Median over matching rows of ``ratio_to_native`` (speed relative to torch native)."""
+        vals = [r["ratio_to_native"] for r in self.rows
+                if r["implementation"] == implementation and r["direction"] == direction
+                and (shape is None or r["shape"] == shape)
+                and (dtype is None or r["dtype"] == dtype)]
+        if not vals:
+            raise KeyError(f"no rows for {implementation} {direction}")
+        return statistics.median(vals)
+
+
+def hardware_description(device: str = "cpu") -> str:
+    """A one-line description of the machine the numbers come from."""
+    if device == "cuda":
+        return f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{model}, {os.cpu_count()} CPU cores, torch {torch.__version__}, " \
+           f"{torch.get_num_threads()} torch threads"
+
+
+def _composite(x, normalized_shape, weight, bias):
+    return functional.layer_norm(x, normalized_shape, weight, bias)
+
+
+def _compiled_composite():
+    """torch.compile of the composite (inductor; on CPU it needs a C++ compiler)."""
+    return torch.compile(_composite, dynamic=False)
+
+
+class _Case:
+    """Inputs for one (shape, dtype, device) and the callables to time, per implementation."""
+
+    def __init__(self, m: int, n: int, dtype: torch.dtype, device: str, seed: int = 0):
+        g = torch.Generator(device="cpu").manual_seed(seed)
+        self.m, self.n, self.dtype, self.device = m, n, dtype, device
+        mk = lambda *shape: torch.randn(*shape, generator=g).to(dtype).to(device)  # noqa: E731
+        self.x, self.dy = mk(m, n), mk(m, n)
+        self.w, self.b = mk(n) * 0.5 + 1.0, mk(n)
+        self.shape = (n,)
+        self.copy_dst = torch.empty_like(self.x)
+
+    def copy(self) -> Callable[[], object]:
+        return lambda: self.copy_dst.copy_(self.x)
+
+    def forward(self, impl: str, compiled=None) -> Callable[[], object]:
+        x, w, b, shape = self.x, self.w, self.b, self.shape
+        if impl == "numpy_ref":
+            xn, wn, bn = (t.cpu().numpy() for t in (x, w, b))
+            return lambda: numpy_ref.layer_norm_forward(xn, wn, bn)
+        if impl in ("composite", "compiled"):
+            fn = compiled if impl == "compiled" else _composite
+
+            def run():
+                with torch.no_grad():
+                    return fn(x, shape, w, b)
+            return run
+        if impl == "torch_native":
+            y, mean, rstd = torch.native_layer_norm(x, shape, w, b, 1e-5)  # buffers to reuse
+            return lambda: torch.ops.aten.native_layer_norm.out(
+                x, shape, w, b, 1e-5, out0=y, out1=mean, out2=rstd)
+        if impl == "triton":
+            from .triton_kernels import layer_norm_forward
+            y, mean, rstd = layer_norm_forward(x, w, b)
+            return lambda: layer_norm_forward(x, w, b, out=y, mean=mean, rstd=rstd)
+        raise ValueError(f"implementation: unknown {impl!r}")
+
+    def backward(self, impl: str, compiled=None) -> Callable[[], object]:
+        x, w, b, dy, shape = self.x, self.w, self.b, self.dy, self.shape
+        if impl == "numpy_ref":
+            xn, wn, bn, dyn = (t.cpu().numpy() for t in (x, w, b, dy))
+            _, cache = numpy_ref.layer_norm_forward(xn, wn, bn)
+            return lambda: numpy_ref.layer_norm_backward(dyn, cache)
+        if impl in ("composite", "compiled"):
+            fn = compiled if impl == "compiled" else _composite
+            leaves = [t.detach().requires_grad_() for t in (x, w, b)]
+            y = fn(leaves[0], shape, leaves[1], leaves[2])
+            return lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True)
+        if impl == "torch_native":
+            _, mean, rstd = torch.native_layer_norm(x, shape, w, b, 1e-5)
+            outs = torch.ops.aten.native_layer_norm_backward(dy, x, shape, mean, rstd, w, b,
+                                                             [True, True, True])
+            return lambda: torch.ops.aten.native_layer_norm_backward.out(
+                dy, x, shape, mean, rstd, w, b, [True, True, True],
+                out0=outs[0], out1=outs[1], out2=outs[2])
+        if impl == "triton":
+            from .triton_kernels import layer_norm_backward, layer_norm_forward
+            _, mean, rstd = layer_norm_forward(x, w, b)
+            dx = torch.empty_like(x)
+            return lambda: layer_norm_backward(dy, x, w, mean, rstd, dx=dx)
+        raise ValueError(f"implementation: unknown {impl!r}")
+
+
+def _time_interleaved(fns: dict[str, Callable[[], object]], reps: int,
+                      warmup: int = 2) -> dict[str, float]:
+    """Median seconds per call of each function, repetitions interleaved across functions."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    names = list(fns)
+    for r in range(reps):
+        for k in names[r % len(names):] + names[: r % len(names)]:  # rotate the order
+            t0 = time.perf_counter()
+            fns[k]()
+            samples[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def _time_do_bench(fns: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+    """Median seconds per call on CUDA with triton.testing.do_bench (at least ``reps`` calls)."""
+    from triton.testing import do_bench
+    return {k: do_bench(fn, warmup=25, rep=max(100, reps), return_mode="median") * 1e-3
+            for k, fn in fns.items()}
+
+
+def run_benchmark(device: str = "cpu", shapes: Sequence[tuple[int, int]] | None = None,
+                  dtypes: Sequence[torch.dtype] | None = None,
+                  implementations: Sequence[str] | None = None, reps: int = 15,
+                  quick: bool = False, progress: Callable[[str], None] | None = None
+                  ) -> BenchReport:
+    """Time every implementation on every shape, dtype and direction; return a BenchReport.
+
+    Defaults: on CPU the shapes ``CPU_SHAPES`` (``CPU_QUICK_SHAPES`` when ``quick``) in
+    float32; on CUDA ``M = 4096``, ``N`` in ``GPU_NS`` and float16, bfloat16, float32.
+    torch_native is always timed (it is the reference of the ratios). If ``torch.compile``
+    fails, the compiled rows are left out and ``report.errors['compiled']`` says why.
+    """
+    if reps < 1:
+        raise ValueError(f"reps: expected a positive number of repetitions, got {reps}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device='cuda' requested but torch.cuda.is_available() is False")
+    on_gpu = device == "cuda"
+    if shapes is None:
+        shapes = tuple((GPU_M, n) for n in GPU_NS) if on_gpu else (
+            CPU_QUICK_SHAPES if quick else CPU_SHAPES)
+    dtypes = tuple(dtypes or (GPU_DTYPES if on_gpu else (torch.float32,)))
+    impls = list(implementations or (GPU_IMPLEMENTATIONS if on_gpu else CPU_IMPLEMENTATIONS))
+    if "torch_native" not in impls:
+        impls.append("torch_native")
+    report = BenchReport(hardware=hardware_description(device))
+    timer = _time_do_bench if on_gpu else _time_interleaved
+    say = progress or (lambda _msg: None)
+    compiled = None
+    if "compiled" in impls:
+        compiled = _compiled_composite()
+    for m, n in shapes:
+        for dtype in dtypes:
+            case = _Case(m, n, dtype, device)
+            shape_key = f"{m}x{n}"
+            for direction in DIRECTIONS:
+                fns = {"copy": case.copy()}
+                for impl in impls:
+                    if impl == "compiled" and "compiled" in report.errors:
+                        continue
+                    make = case.forward if direction == "fwd" else case.backward
+                    try:
+                        fns[impl] = make(impl, compiled)
+                        fns[impl]()  # compiles on first use; errors surface here
+                    except Exception as exc:  # reported in report.errors, not hidden
+                        if impl != "compiled":
+                            raise
+                        report.errors["compiled"] = f"{type(exc).__name__}: {exc}"[:500]
+                        fns.pop(impl, None)
+                say(f"timing {shape_key} {str(dtype)[6:]} {direction}")
+                times = timer(fns, reps)
+                copy_gbps = 2 * case.x.numel() * case.x.element_size() / times.pop("copy") / 1e9
+                report.copy_gbps[f"{shape_key} {str(dtype)[6:]} {direction}"] = copy_gbps
+                nbytes = bytes_moved(m, n, dtype, direction)
+                for impl, sec in times.items():
+                    gbps = nbytes / sec / 1e9
+                    report.rows.append(dict(
+                        implementation=impl, shape=shape_key, dtype=str(dtype)[6:],
+                        direction=direction, median_ms=sec * 1e3, gbps=gbps,
+                        ratio_to_native=times["torch_native"] / sec,
+                        frac_copy=gbps / copy_gbps, device=device))
+    return report
+
+
+def format_table(rows: Sequence[dict]) -> str:
+    """The rows as an aligned text table (times in ms, bandwidth in GB/s)."""
+    header = ("implementation", "shape", "dtype", "dir", "median ms", "GB/s", "x native",
+              "of copy")
+    lines = [header]
+    for r in rows:
+        lines.append((r["implementation"], r["shape"], r["dtype"], r["direction"],
+                      f"{r['median_ms']:.2f}", f"{r['gbps']:.1f}",
+                      f"{r['ratio_to_native']:.2f}", f"{100 * r['frac_copy']:.0f}%"))
+    widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) if i < 4 else cell.rjust(w)
+                               for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+                     for row in lines)
+
+
+def write_csv(rows: Sequence[dict], path: str) -> str:
+    """Write the rows (``COLUMNS``) to ``path`` (folders created); return the path."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: r[k] for k in COLUMNS})
+    return path
+
+
+def measure_matmul_gflops(n: int = 1024, reps: int = 5, device: str = "cpu") -> float:
+    """Achieved float32 GFLOP/s of an n x n matmul: a measured compute roof for the roofline."""
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(n, n, generator=g).to(device) for _ in range(2))
+    out = torch.empty(n, n, device=device)
+    times = _time_interleaved({"mm": lambda: torch.mm(a, b, out=out)}, reps, warmup=1)
+    return 2 * n**3 / times["mm"] / 1e9
+
+
+def _summary(report: BenchReport) -> str:
+    lines = []
+    for impl in ("compiled", "composite", "triton", "numpy_ref"):
+        for direction in DIRECTIONS:
+            try:
+                lines.append(f"{impl} vs torch_native {direction}: "
+                             f"{report.ratio(impl, direction):.2f}x (median over shapes)")
+            except KeyError:
+                pass
+    for impl, why in report.errors.items():
+        lines.append(f"{impl}: not measured ({why})")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.bench",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"),
+                        default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--quick", action="store_true",
+                        help="one 2048x2048 float32 shape (16 MiB, cache-resident on big L3s)")
+    parser.add_argument("--reps", type=int, default=15, help="timed repetitions (>= 15)")
+    parser.add_argument("--csv", default=DEFAULT_CSV, help=f"CSV path (default {DEFAULT_CSV})")
+    args = parser.parse_args(argv)
+    if args.reps < 15:
+        parser.error("--reps: use at least 15 repetitions for a stable median")
+    report = run_benchmark(device=args.device, reps=args.reps, quick=args.quick,
+                           progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    print(f"hardware: {report.hardware}")
+    print("copy bandwidth (GB/s): " + ", ".join(f"{k}: {v:.1f}"
+                                                for k, v in report.copy_gbps.items()))
+    print(format_table(report.rows))
+    print(_summary(report))
+    print(f"CSV written to {write_csv(report.rows, args.csv)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["BenchReport", "COLUMNS", "arithmetic_intensity", "bytes_moved", "format_table",
+           "hardware_description", "main", "measure_matmul_gflops", "run_benchmark",
+           "write_csv"]
