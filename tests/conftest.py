@@ -8,6 +8,8 @@ examples on every run. ``thorough`` explores far more and is meant for a local d
 
     HYPOTHESIS_PROFILE=thorough pytest tests/test_functional.py
 
+Torch runs single-threaded in the tests (tiny tensors); LAYERNORM_TEST_THREADS=N overrides.
+
 Helpers
 -------
 The comparison helpers live here (not in each test file) so that ``test_known_wrong.py`` can
@@ -42,6 +44,10 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "core"))
+
+# The tests use tiny tensors, for which intra-op threads only add overhead; on a busy machine
+# spinning worker threads made the nn tests 7x slower (66 s -> 9 s with one thread).
+torch.set_num_threads(int(os.environ.get("LAYERNORM_TEST_THREADS", "1")))
 
 F64 = torch.float64
 
