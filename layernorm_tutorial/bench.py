@@ -44,6 +44,10 @@ import torch
 
 from . import functional, numpy_ref
 
+__all__ = ["BenchReport", "COLUMNS", "arithmetic_intensity", "bytes_moved", "format_table",
+           "hardware_description", "main", "measure_copy_gbps", "measure_matmul_gflops",
+           "run_benchmark", "write_csv"]
+
 DEFAULT_CSV = os.path.join(tempfile.gettempdir(), "layernorm_tutorial", "bench_results.csv")
 MIN_BYTES = 64 * 2**20  # the full run's inputs are at least this large (beyond the caches)
 CPU_SHAPES = ((16384, 1024), (4096, 4096), (1024, 16384))  # 64 MiB in float32
@@ -302,6 +306,14 @@ def write_csv(rows: Sequence[dict], path: str) -> str:
     return path
 
 
+def measure_copy_gbps(nbytes: int = MIN_BYTES, reps: int = 15, device: str = "cpu") -> float:
+    """Bandwidth (GB/s) of ``dst.copy_(src)`` for float32 arrays of ``nbytes``: read + write."""
+    src = torch.ones(max(nbytes // 4, 1), device=device)
+    dst = torch.empty_like(src)
+    times = _time_interleaved({"copy": lambda: dst.copy_(src)}, reps, warmup=2)
+    return 2 * src.numel() * 4 / times["copy"] / 1e9
+
+
 def measure_matmul_gflops(n: int = 1024, reps: int = 5, device: str = "cpu") -> float:
     """Achieved float32 GFLOP/s of an n x n matmul: a measured compute roof for the roofline."""
     g = torch.Generator().manual_seed(0)
@@ -351,7 +363,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-
-__all__ = ["BenchReport", "COLUMNS", "arithmetic_intensity", "bytes_moved", "format_table",
-           "hardware_description", "main", "measure_matmul_gflops", "run_benchmark",
-           "write_csv"]

@@ -72,5 +72,6 @@ def test_command_line_insists_on_fifteen_repetitions():
         bench.main(["--reps", "3"])
 
 
-def test_matmul_roof_is_positive():
+def test_roofs_are_positive():
     assert bench.measure_matmul_gflops(n=64, reps=2) > 0
+    assert bench.measure_copy_gbps(nbytes=1 << 16, reps=2) > 0

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -18,7 +19,9 @@ from layernorm_tutorial.triton_kernels import (
     layer_norm_forward,
 )
 from layernorm_tutorial.triton_kernels._interpreter import arrange_backend
-from layernorm_tutorial.triton_kernels.pitfalls import row_statistics
+from layernorm_tutorial.triton_kernels.kernels import layer_norm_fwd_kernel
+from layernorm_tutorial.triton_kernels.pitfalls import row_statistics, sequential_sum
+from layernorm_tutorial.triton_kernels.source import excerpt
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # Largest allowed error relative to max(1, max |reference|): a few units of the dtype's
@@ -202,3 +205,18 @@ def test_importing_after_triton_without_interpreter_is_a_clear_error():
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-1000:] + result.stderr[-2000:]
+
+
+def test_sixteen_bit_accumulator_stalls_where_float32_does_not():
+    values = [3.0] * 4096  # exact sum 12288; float16 spacing there is 8 > 3
+    assert sequential_sum(values, np.float32) == 12288.0
+    assert abs(sequential_sum(values, np.float16) - 12288.0) > 1000.0
+    assert sequential_sum([], np.float16) == 0.0
+
+
+def test_source_excerpt_cuts_between_markers():
+    text = excerpt(layer_norm_fwd_kernel, "if ROW_FITS_BLOCK:", "else:")
+    assert text.startswith("if ROW_FITS_BLOCK:")
+    assert "tl.where(mask, x - mean, 0.0)" in text and "for start" not in text
+    with pytest.raises(ValueError, match="start"):
+        excerpt(layer_norm_fwd_kernel, "no such line")

@@ -14,10 +14,14 @@ power-of-two block of ``BLOCK_N >= N`` lanes:
   but in float32 the two terms cancel when ``|mean| >> std`` (the large-mean trap).
 
 This is teaching code: the fused kernels never use the two faulty variants.
+
+``sequential_sum(values, dtype)`` shows the third pitfall, accumulating in a 16-bit type: it
+adds the values one by one in ``dtype`` (NumPy), as a loop with a float16 accumulator would.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -63,3 +67,11 @@ def row_statistics(x: torch.Tensor, method: str = "two_pass"):
                                      BLOCK_N=triton.next_power_of_2(n),
                                      METHOD=METHODS.index(method))
     return mean, var
+
+
+def sequential_sum(values, dtype=np.float16) -> float:
+    """Sum of ``values`` added left to right with an accumulator of ``dtype``."""
+    arr = np.asarray(values).astype(dtype).ravel()
+    if arr.size == 0:
+        return 0.0
+    return float(np.add.accumulate(arr, dtype=dtype)[-1])
