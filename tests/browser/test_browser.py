@@ -86,6 +86,7 @@ LINKS_JS = "() => Array.from(document.querySelectorAll('a[href]'), a => a.href)"
 
 
 def _raw_tex_snippets(text: str) -> list[str]:
+    text = " ".join(text.split())
     snippets = []
     for marker in RAW_TEX_MARKERS:
         start = text.find(marker)
