@@ -42,6 +42,20 @@ def test_make_mlp_structure_and_identical_init():
         make_mlp(0, layer_norm=True)
 
 
+def test_he_init_keeps_the_signal_and_default_init_shrinks_it():
+    x = torch.randn(256, 64)
+
+    def last_hidden_rms(model):
+        with torch.no_grad():
+            return model[:-1](x).pow(2).mean().sqrt().item()
+
+    default = last_hidden_rms(make_mlp(8, 64, layer_norm=False, seed=0))
+    he = last_hidden_rms(make_mlp(8, 64, layer_norm=False, seed=0, he_init=True))
+    assert he > 10 * default
+    he_model = make_mlp(2, 64, layer_norm=False, he_init=True)
+    assert torch.all(he_model[0].bias == 0)
+
+
 def test_training_lowers_the_loss_and_is_reproducible(data):
     first = train_classifier(make_mlp(2, 32, layer_norm=True), data, epochs=3, lr=0.05)
     second = train_classifier(make_mlp(2, 32, layer_norm=True), data, epochs=3, lr=0.05)
