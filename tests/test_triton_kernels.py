@@ -20,7 +20,11 @@ from layernorm_tutorial.triton_kernels import (
 )
 from layernorm_tutorial.triton_kernels._interpreter import arrange_backend
 from layernorm_tutorial.triton_kernels.kernels import layer_norm_fwd_kernel
-from layernorm_tutorial.triton_kernels.pitfalls import row_statistics, sequential_sum
+from layernorm_tutorial.triton_kernels.pitfalls import (
+    grouped_partial_sums,
+    row_statistics,
+    sequential_sum,
+)
 from layernorm_tutorial.triton_kernels.source import excerpt
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -220,3 +224,15 @@ def test_source_excerpt_cuts_between_markers():
     assert "tl.where(mask, x - mean, 0.0)" in text and "for start" not in text
     with pytest.raises(ValueError, match="start"):
         excerpt(layer_norm_fwd_kernel, "no such line")
+
+
+def test_sixteen_bit_partial_buffers_lose_precision():
+    rng = np.random.default_rng(0)
+    vals = rng.standard_normal((2048, 8)) + 1.0  # column sums about 2048
+    exact = vals.sum(axis=0)
+    fp32 = grouped_partial_sums(vals, 64, np.float32)
+    fp16 = grouped_partial_sums(vals, 64, np.float16)
+    assert np.abs(fp32 - exact).max() < 1e-3
+    assert np.abs(fp16 - exact).max() > 10 * np.abs(fp32 - exact).max()
+    few_rows = grouped_partial_sums(vals[:3], 64, np.float32)  # buffers 3..63 stay zero
+    assert few_rows == pytest.approx(vals[:3].sum(0), rel=1e-5)

@@ -17,6 +17,9 @@ This is teaching code: the fused kernels never use the two faulty variants.
 
 ``sequential_sum(values, dtype)`` shows the third pitfall, accumulating in a 16-bit type: it
 adds the values one by one in ``dtype`` (NumPy), as a loop with a float16 accumulator would.
+``grouped_partial_sums(values, groups, dtype)`` mimics the dgamma/dbeta reduction of the
+Triton tutorial: row ``i`` is added into partial buffer ``i % groups`` held in ``dtype``,
+then the buffers are summed in float32.
 """
 
 from __future__ import annotations
@@ -75,3 +78,15 @@ def sequential_sum(values, dtype=np.float16) -> float:
     if arr.size == 0:
         return 0.0
     return float(np.add.accumulate(arr, dtype=dtype)[-1])
+
+
+def grouped_partial_sums(values, groups: int, dtype=np.float16) -> np.ndarray:
+    """Column sums of ``values`` (M, N): rows accumulated in ``groups`` buffers of ``dtype``
+    (row i into buffer i % groups, in row order), then the buffers summed in float32."""
+    arr = np.asarray(values)
+    if arr.ndim != 2 or groups < 1:
+        raise ValueError("values: expected a 2-D array; groups: expected a positive int")
+    partial = np.zeros((groups, arr.shape[1]), dtype=dtype)
+    for g in range(min(groups, arr.shape[0])):
+        partial[g] = np.add.accumulate(arr[g::groups].astype(dtype), axis=0, dtype=dtype)[-1]
+    return partial.astype(np.float32).sum(axis=0)
