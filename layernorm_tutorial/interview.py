@@ -7,6 +7,9 @@ group_norm_via_reshape      GroupNorm of ``(N, C, *)`` by reshaping to ``(N, G, 
 
 Demonstrations (torch, float64)
 -------------------------------
+fmt
+    format a number for a notebook, printing round-off-sized values as "< floor" so the
+    stored output does not depend on the machine's summation order.
 init_mlp_params, mlp_losses, sample_gradient, batchmate_influence, per_sample_gradients
     per-sample gradients with ``torch.func``: under BatchNorm a sample's gradient depends
     on the other samples of its batch, under LayerNorm it does not (why DP-SGD needs LN/GN).
@@ -36,6 +39,7 @@ from torch.func import grad, vmap
 from . import functional as LF
 
 __all__ = [
+    "fmt",
     "BatchNormWithRunningStats",
     "group_norm_via_reshape",
     "init_mlp_params",
@@ -56,6 +60,16 @@ __all__ = [
 ]
 
 _NORMS = ("layer", "batch", "none")
+
+
+def fmt(value, floor: float = 1e-12, spec: str = ".1e") -> str:
+    """``format(value, spec)``, or ``"< floor"`` when ``|value| < floor`` (round-off level)."""
+    if hasattr(value, "detach"):
+        value = value.detach()
+    value = float(value)
+    if abs(value) < floor:
+        return f"< {floor:.0e}"
+    return format(value, spec)
 
 
 # =========================================================================== drill solutions

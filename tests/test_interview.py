@@ -8,6 +8,15 @@ import torch.nn.functional as F
 from layernorm_tutorial import interview as I
 
 
+def test_fmt_hides_round_off_and_formats_the_rest():
+    assert I.fmt(3e-17) == "< 1e-12"
+    assert I.fmt(-3e-17) == "< 1e-12"
+    assert I.fmt(2.5e-3) == "2.5e-03"
+    assert I.fmt(np.float64(0.123456), spec=".3f") == "0.123"
+    assert I.fmt(1e-9, floor=1e-8) == "< 1e-08"
+    assert I.fmt(torch.tensor(0.5, requires_grad=True), spec=".2f") == "0.50"
+
+
 def test_batch_norm_solution_matches_torch_over_several_steps():
     rng = np.random.default_rng(1)
     layer = I.BatchNormWithRunningStats(3, momentum=0.2)
