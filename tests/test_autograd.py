@@ -15,6 +15,7 @@ from conftest import (
     assert_matches,
     batch_norm_kwargs,
     evaluate,
+    gradcheck_wrt,
     graph_node_names,
     layer_norm_kwargs,
     positive,
@@ -83,44 +84,28 @@ def test_autograd_and_functional_agree():
 
 
 # ------------------------------------------------------------------------------ gradcheck
-def _gradcheck(fn, tensors: dict, grad_names=("input", "weight", "bias"), **static):
-    """gradcheck of ``fn`` w.r.t. the tensors named in grad_names (float64 leaves)."""
-    names = [n for n in grad_names if tensors.get(n) is not None]
-    leaves = [tensors[n].detach().clone().requires_grad_(True) for n in names]
-
-    def call(*values):
-        kwargs = {**tensors, **dict(zip(names, values, strict=True)), **static}
-        # running statistics are updated in place: give every call fresh copies
-        for key in ("running_mean", "running_var"):
-            if kwargs.get(key) is not None:
-                kwargs[key] = kwargs[key].clone()
-        return fn(**kwargs)
-
-    assert torch.autograd.gradcheck(call, leaves, eps=1e-6, atol=1e-5, rtol=1e-4)
-
-
 @pytest.mark.parametrize("mode", ["both", "weight", "bias", "none"])
 @pytest.mark.parametrize("normalized_shape", [(4,), (2, 3)])
-def test_layer_norm_gradcheck(mode, normalized_shape):
+def test_layer_normgradcheck_wrt(mode, normalized_shape):
     weight, bias = affine_params(mode, normalized_shape, seed=10)
-    _gradcheck(A.layer_norm, {"input": randn((3, *normalized_shape), seed=10),
+    gradcheck_wrt(A.layer_norm, {"input": randn((3, *normalized_shape), seed=10),
                               "weight": weight, "bias": bias},
                normalized_shape=normalized_shape)
 
 
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("shape", [(4, 3), (2, 3, 2), (2, 2, 2, 2)])
-def test_batch_norm_gradcheck(training, shape):
+def test_batch_normgradcheck_wrt(training, shape):
     c = shape[1]
     weight, bias = affine_params("both", (c,), seed=11)
-    _gradcheck(A.batch_norm, {"input": randn(shape, seed=11), "weight": weight, "bias": bias,
+    gradcheck_wrt(A.batch_norm, {"input": randn(shape, seed=11), "weight": weight, "bias": bias,
                               "running_mean": randn((c,), seed=12),
                               "running_var": positive((c,), seed=13)},
                training=training, momentum=0.1, eps=1e-5)
 
 
 def test_batch_norm_gradcheck_without_running_stats_or_affine():
-    _gradcheck(A.batch_norm, {"input": randn((5, 2), seed=14), "running_mean": None,
+    gradcheck_wrt(A.batch_norm, {"input": randn((5, 2), seed=14), "running_mean": None,
                               "running_var": None}, training=True)
 
 

@@ -10,15 +10,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
-from conftest import seeds
+from conftest import NUMERIC_GRAD_TOL, seeds
 from hypothesis import given
 from hypothesis import strategies as st
 
 from layernorm_tutorial import numpy_ref as R
 
-# numerical_gradient with h=1e-5 in float64: truncation error ~h^2 * f''' and rounding error
-# ~1e-16 * |f| / h, both far below these tolerances for O(1) data; a wrong formula is O(1) off.
-NUMERIC = {"rtol": 1e-5, "atol": 1e-6}
+NUMERIC = NUMERIC_GRAD_TOL
 EXACT = {"rtol": 1e-9, "atol": 1e-10}
 
 
