@@ -61,6 +61,8 @@ FUNCTIONAL_CASES = [
     ("bn-input-list", "batch_norm", ([[1.0, 2.0]], None, None), {"training": False}, r"input"),
     ("bn-momentum-none", "batch_norm", (x(4, 3), ones(3), ones(3)),
      {"training": True, "momentum": None}, r"momentum"),
+    ("bn-momentum-none-eval", "batch_norm", (x(4, 3), ones(3), ones(3)),
+     {"training": False, "momentum": None}, r"momentum"),
     # group_norm
     ("gn-not-divisible", "group_norm", (x(2, 6, 4), 4), {}, r"num_groups"),
     ("gn-weight-length", "group_norm", (x(2, 6, 4), 3, ones(5)), {}, r"weight.*6|6.*weight"),
@@ -75,6 +77,8 @@ FUNCTIONAL_CASES = [
     ("in-weight-length", "instance_norm", (x(2, 6, 4), None, None, ones(5)), {}, r"weight"),
     ("in-no-running-stats-without-input-stats", "instance_norm", (x(2, 6, 4),),
      {"use_input_stats": False}, r"running_mean"),
+    ("in-momentum-none", "instance_norm", (x(2, 6, 4), ones(6), ones(6)),
+     {"momentum": None}, r"momentum"),
 ]
 
 

@@ -38,6 +38,35 @@ def test_layer_norm_matches_torch(kwargs):
     assert_matches(F.layer_norm, TF.layer_norm, kwargs)
 
 
+def _affine_mode_cases():
+    """Deterministic coverage of every affine mode for every function (hypothesis draws
+    them too, but a small example budget need not hit each combination)."""
+    x = randn((3, 4, 2, 3), seed=37)
+    rm, rv = randn((4,), seed=38), positive((4,), seed=39)
+    return {
+        "layer_norm": (F.layer_norm, TF.layer_norm, {"input": x, "normalized_shape": (4, 2, 3)},
+                       (4, 2, 3)),
+        "batch_norm_train": (F.batch_norm, TF.batch_norm,
+                             {"input": x, "running_mean": rm, "running_var": rv,
+                              "training": True}, (4,)),
+        "batch_norm_eval": (F.batch_norm, TF.batch_norm,
+                            {"input": x, "running_mean": rm, "running_var": rv,
+                             "training": False}, (4,)),
+        "group_norm": (F.group_norm, torch_group_norm, {"input": x, "num_groups": 2}, (4,)),
+        "instance_norm": (F.instance_norm, TF.instance_norm,
+                          {"input": x, "running_mean": rm, "running_var": rv}, (4,)),
+    }
+
+
+@pytest.mark.parametrize("mode", ["both", "weight", "bias", "none"])
+@pytest.mark.parametrize("case", ["layer_norm", "batch_norm_train", "batch_norm_eval",
+                                  "group_norm", "instance_norm"])
+def test_every_affine_mode_matches_torch(case, mode):
+    ours, theirs, kwargs, param_shape = _affine_mode_cases()[case]
+    weight, bias = affine_params(mode, param_shape, seed=40)
+    assert_matches(ours, theirs, {**kwargs, "weight": weight, "bias": bias})
+
+
 def test_layer_norm_default_arguments_match_torch():
     x = randn((3, 5), seed=0)
     assert_matches(lambda input: F.layer_norm(input, (5,)),

@@ -40,6 +40,7 @@ CONFIGS = [
     ("InstanceNorm2d", (3,), {"track_running_stats": True}, (2, 3, 2, 3)),
     ("InstanceNorm2d", (3,), {"affine": True, "track_running_stats": True, "momentum": 0.4},
      (2, 3, 3, 2)),
+    ("InstanceNorm2d", (3,), {"track_running_stats": True, "momentum": None}, (2, 3, 2, 2)),
     ("RMSNorm", (4,), {}, (3, 4)),
     ("RMSNorm", ((2, 4),), {"eps": 1e-3}, (3, 2, 4)),
     ("RMSNorm", (4,), {"elementwise_affine": False}, (3, 4)),
@@ -239,6 +240,23 @@ def test_rms_norm_default_eps_is_none_and_matches_torch():
     assert mine.eps is None
     x = torch.full((2, 4), 1e-9, dtype=F64)
     assert_close(mine(x), theirs(x), "output with eps=None")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("name", "args", "shape"), [
+    ("LayerNorm", (4,), (3, 4)), ("BatchNorm1d", (3,), (5, 3)), ("GroupNorm", (2, 4), (2, 4, 3)),
+    ("InstanceNorm2d", (3,), (2, 3, 2, 3)), ("RMSNorm", (4,), (3, 4)),
+])
+def test_half_precision_modules_match_torch(name, args, shape, dtype):
+    mine, theirs = make_pair(name, args, {})
+    randomize(theirs, seed=28)
+    mine.load_state_dict(theirs.state_dict())
+    mine, theirs = mine.to(dtype), theirs.to(dtype)
+    x = randn(shape, seed=29, dtype=dtype)
+    out = mine(x)
+    assert out.dtype == dtype
+    assert_close(out, theirs(x), "output", dtype=dtype)
+    assert_same_state(mine, theirs, "after a half-precision batch")
 
 
 # ------------------------------------------------------------------------------ repr
