@@ -275,6 +275,18 @@ def test_rms_norm_default_eps_is_machine_epsilon_of_the_dtype(dtype):
     assert_close(F.rms_norm(x, (4,)), TF.rms_norm(x, (4,)), "rms_norm vs torch")
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rms_norm_default_eps_for_half_inputs_is_that_of_float32_like_torch(dtype):
+    """torch takes eps=None as the machine epsilon of the *compute* dtype (fp32 for fp16/bf16):
+    on x = 1e-4 the fp16 epsilon (9.8e-4) would give 0.003 instead of 0.278."""
+    x = torch.full((2, 4), 1e-4, dtype=dtype)
+    out = F.rms_norm(x, (4,))
+    expected = x.float() / torch.sqrt(x.float().pow(2).mean(-1, keepdim=True)
+                                      + torch.finfo(torch.float32).eps)
+    assert_close(out, expected.to(dtype), "rms_norm with eps=None", dtype=dtype)
+    assert_close(out, TF.rms_norm(x, (4,)), "rms_norm vs torch", dtype=dtype)
+
+
 def test_rms_norm_formula():
     x = randn((3, 2, 4), seed=27)
     weight = randn((2, 4), seed=28)
@@ -318,6 +330,21 @@ def test_low_precision_returns_input_dtype_and_matches_torch(case, dtype):
     upcast = {k: v.to(F64) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
     reference = evaluate(theirs, upcast, ())
     assert_close(mine.output.to(F64), reference.output, "output vs float64", dtype=dtype)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_batch_norm_half_input_with_float32_statistics_and_parameters(dtype, training):
+    """Mixed precision as under autocast: fp16/bf16 activations, fp32 running statistics and
+    affine parameters. Output in the input's dtype, statistics stay fp32, as torch."""
+    weight, bias = affine_params("both", (3,), seed=41, dtype=torch.float32)
+    kwargs = {"input": randn((4, 3, 5), seed=41, dtype=dtype),
+              "running_mean": randn((3,), seed=42, dtype=torch.float32),
+              "running_var": positive((3,), seed=43, dtype=torch.float32),
+              "weight": weight, "bias": bias, "training": training}
+    mine, _ = assert_matches(F.batch_norm, TF.batch_norm, kwargs, dtype=dtype)
+    assert mine.output.dtype == dtype
+    assert mine.tensors_after["running_var"].dtype == torch.float32
 
 
 def test_half_layer_norm_is_computed_in_float32():
