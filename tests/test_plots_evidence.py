@@ -1,0 +1,61 @@
+"""Each evidence figure helper returns a Figure with the expected panels, lines and labels."""
+
+from __future__ import annotations
+
+import pytest
+from matplotlib.figure import Figure
+
+from layernorm_tutorial.evidence.synthetic import synthetic_results
+from layernorm_tutorial.plots import evidence as pe
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return synthetic_results()
+
+
+def test_batch_size_figure(doc):
+    fig = pe.plot_batch_size(doc)
+    assert isinstance(fig, Figure)
+    left, right = fig.axes
+    assert len(left.containers) == 3            # none, BN, LN with error bars
+    assert [t.get_text() for t in left.get_legend().get_texts()] == \
+        ["no norm", "BatchNorm", "LayerNorm"]
+    assert left.get_xscale() == "log" and "batch size" in left.get_xlabel()
+    assert "accuracy (%)" in left.get_ylabel()
+    assert len(right.get_lines()) == 4          # BN and LN, two modes each
+    sizes = [2, 4, 8, 16, 32, 64, 128, 256]
+    assert list(right.get_lines()[0].get_xdata()) == sizes
+    assert "cross-entropy" in right.get_ylabel()
+
+
+def test_cnn_rnn_figure(doc):
+    fig = pe.plot_cnn_rnn(doc)
+    cnn, rnn = fig.axes
+    assert len(cnn.patches) == 5 and len(rnn.patches) == 3
+    assert cnn.patches[0].get_height() == pytest.approx(95.1, abs=1e-6)  # mean of 3 seeds
+    assert [t.get_text() for t in rnn.get_xticklabels()] == ["no norm", "BatchNorm", "LayerNorm"]
+    assert "6 epochs" in cnn.get_title() and "8 epochs" in rnn.get_title()
+
+
+def test_gap_figure(doc):
+    fig = pe.plot_generalization_gap(doc)
+    mlp, cnn = fig.axes
+    assert len(mlp.patches) == 3 and len(cnn.patches) == 5
+    assert mlp.patches[1].get_height() == pytest.approx(2.0, abs=1e-6)   # the synthetic gap
+    assert "pp" in mlp.get_ylabel()
+
+
+def test_learning_curve_figure(doc):
+    fig = pe.plot_learning_curves(doc)
+    assert len(fig.axes) == 3
+    assert [len(ax.get_lines()) for ax in fig.axes] == [3, 5, 3]
+    assert fig.axes[0].get_yscale() == "log" and fig.axes[0].get_xlabel() == "optimizer step"
+    assert len(fig.legends) == 1
+
+
+def test_lr_sweep_figure(doc):
+    fig = pe.plot_lr_sweep(doc)
+    assert [len(ax.get_lines()) for ax in fig.axes] == [3, 5, 3]
+    assert all(len(line.get_xdata()) == 3 for line in fig.axes[0].get_lines())
+    assert fig.axes[0].get_xscale() == "log"
