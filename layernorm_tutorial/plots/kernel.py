@@ -32,7 +32,7 @@ def plot_roofline(copy_gbps: float, peak_gflops: float,
     hi = max([p[1] for p in points] + [ridge]) * 8
     intensity = np.geomspace(lo, hi, 200)
     ax.loglog(intensity, np.minimum(peak_gflops, intensity * copy_gbps), color="black",
-              label=f"roof: {copy_gbps:.0f} GB/s copy, {peak_gflops:.0f} GFLOP/s matmul")
+              label=f"roof: {copy_gbps:.3g} GB/s copy, {peak_gflops:.3g} GFLOP/s matmul")
     ax.axvline(ridge, color="gray", linestyle=":", label=f"ridge point {ridge:.1f} flop/byte")
     markers = "osD^vP*X"
     for i, (label, ai, achieved) in enumerate(points):
