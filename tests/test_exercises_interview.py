@@ -91,6 +91,12 @@ def test_layer_norm_checker_reports_exceptions_and_shapes():
 
     assert "output shape" in check_layer_norm_numpy(drops_keepdims).message
 
+    def forgets_keepdims(x, gamma, beta, eps):
+        xhat = (x - x.mean(-1)) / np.sqrt(x.var(-1) + eps)   # (6, 7) - (6,): broadcast error
+        return gamma * xhat + beta, None
+
+    assert "keepdims=True" in check_layer_norm_numpy(forgets_keepdims).message
+
     def returns_only_out(x, gamma, beta, eps):
         return make_ln_forward()(x, gamma, beta, eps)[0]
 

@@ -185,7 +185,9 @@ def check_layer_norm_numpy(forward: Callable, backward: Callable | None = None,
             out, cache = _call_ln(forward, x, gamma, beta, eps)
         except Exception as exc:  # the reader's code may fail in any way
             hint = ""
-            if x.ndim == 3:
+            if "broadcast" in str(exc):
+                hint = " (hint: keep the reduced axis with keepdims=True so mean and var broadcast)"
+            elif x.ndim == 3:
                 hint = " (hint: write the code for any number of leading axes: axis=-1)"
             return CheckResult(False, f"forward raised {_describe_error(exc)} on {name}{hint}")
         if as_numpy(out).shape != expected.shape:
