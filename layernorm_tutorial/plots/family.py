@@ -145,7 +145,7 @@ def padding_effect(pad_counts, changes: dict):
     fig, ax = new_figure(1, 1, height=3.2)
     for (label, values), marker in zip(changes.items(), "os^", strict=False):
         ax.plot(pad_counts, np.asarray(values, dtype=float), marker=marker, label=label)
-    ax.set_xlabel("padding positions added to the batch")
+    ax.set_xlabel("padding positions added per sequence")
     ax.set_ylabel("max |change| of real tokens' outputs")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
