@@ -1,0 +1,42 @@
+"""The residual chapter's figure helpers return labelled figures with the expected lines."""
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from layernorm_tutorial.plots import residual as plots
+
+
+def _fake_variance_result(depth=5):
+    v = np.arange(1.0, depth + 2)
+    return {"variance": v, "predicted": v[1:], "branch_variance": np.ones(depth),
+            "input_correlation": 1 / np.sqrt(v)}
+
+
+def test_variance_by_depth_has_measured_and_predicted_series():
+    fig = plots.plot_variance_by_depth({"plain": _fake_variance_result(),
+                                        "residual": _fake_variance_result()})
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    ax_var, ax_corr = fig.axes
+    assert len(ax_var.lines) == 4 and ax_var.get_yscale() == "log"
+    assert len(ax_corr.lines) == 3  # two curves and the zero line
+    assert "v_l" in ax_var.get_ylabel() and ax_var.get_xlabel() == "layer l"
+
+
+def test_gradient_norm_per_layer_one_line_per_arrangement():
+    fig = plots.plot_gradient_norm_per_layer({"post-LN": np.ones(6), "pre-LN": np.ones(6)})
+    (ax,) = fig.axes
+    assert len(ax.lines) == 2 and list(ax.lines[0].get_xdata()) == [1, 2, 3, 4, 5, 6]
+    assert "layer index" in ax.get_xlabel()
+
+
+def test_loss_curves_with_chance_line():
+    fig = plots.plot_loss_curves({"a": [2.0, 1.0], "b": [2.0, 1.5]}, chance=2.08)
+    (ax,) = fig.axes
+    assert len(ax.lines) == 3 and ax.get_ylabel().startswith("training cross-entropy")
+
+
+def test_depth_sweep_one_panel_per_arrangement():
+    curves = {(a, n): [2.0, 1.5, 1.0] for a in ("post-LN", "pre-LN") for n in (6, 12, 24)}
+    fig = plots.plot_depth_sweep(curves, chance=2.08)
+    assert [ax.get_title() for ax in fig.axes] == ["post-LN", "pre-LN"]
+    assert all(len(ax.lines) == 4 for ax in fig.axes)
