@@ -236,3 +236,12 @@ def test_sixteen_bit_partial_buffers_lose_precision():
     assert np.abs(fp16 - exact).max() > 10 * np.abs(fp32 - exact).max()
     few_rows = grouped_partial_sums(vals[:3], 64, np.float32)  # buffers 3..63 stay zero
     assert few_rows == pytest.approx(vals[:3].sum(0), rel=1e-5)
+
+
+def test_parameter_gradients_keep_the_parameter_dtype():
+    x = torch.randn(3, 17, device=DEVICE, requires_grad=True)
+    bias = torch.randn(17, device=DEVICE).half().requires_grad_()
+    dy = torch.randn(3, 17, device=DEVICE)
+    (db,) = torch.autograd.grad(layer_norm(x, 17, None, bias), (bias,), dy)
+    assert db.dtype == torch.float16
+    torch.testing.assert_close(db.float(), dy.sum(0), rtol=2e-3, atol=2e-3)

@@ -94,20 +94,26 @@ def sum_partials(partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
                         mean: torch.Tensor, rstd: torch.Tensor, *, compute_dw: bool = True,
                         compute_db: bool = True, dx: torch.Tensor | None = None,
+                        bias_dtype: torch.dtype | None = None,
                         num_programs: int | None = None, max_block_n: int = MAX_BLOCK_N):
     """Gradients of LayerNorm for rows (M, N): returns ``(dx, dweight or None, dbias or None)``.
 
     ``dx`` has the input's dtype; ``dweight``/``dbias`` (N,) are reduced in float32 and cast
-    to the parameter's dtype (the input's dtype when ``weight`` is None). ``num_programs``
-    overrides how many programs share the rows (tests use more programs than rows).
+    to the parameter's dtype (``dbias``: ``bias_dtype``, by default the weight's dtype, or the
+    input's when ``weight`` is None). ``num_programs`` overrides how many programs share the
+    rows (tests use more programs than rows).
     """
     m, n = x2d.shape
+    for name, t in (("x2d", x2d), ("dy2d", dy2d)):
+        if t.shape != (m, n) or (n > 1 and t.stride(1) != 1):
+            raise ValueError(f"{name}: expected shape ({m}, {n}) with unit-stride rows")
     dx = torch.empty_like(x2d, memory_format=torch.contiguous_format) if dx is None else dx
     param_dtype = weight.dtype if weight is not None else x2d.dtype
     compute_dw = compute_dw and weight is not None
     if m == 0 or n == 0:
         zeros = torch.zeros(n, dtype=param_dtype, device=x2d.device)
-        return dx, (zeros if compute_dw else None), (zeros.clone() if compute_db else None)
+        return (dx, zeros if compute_dw else None,
+                zeros.to(bias_dtype or param_dtype) if compute_db else None)
     programs = num_programs or backward_programs(m, x2d.device)
     f32 = dict(dtype=torch.float32, device=x2d.device)
     partial_dw = torch.empty((programs, n), **f32) if compute_dw else rstd
@@ -120,7 +126,7 @@ def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Ten
         BLOCK_N=block_n, ROW_FITS_BLOCK=n <= block_n, num_warps=num_warps_for(block_n),
     )
     dweight = sum_partials(partial_dw, param_dtype) if compute_dw else None
-    dbias = sum_partials(partial_db, param_dtype) if compute_db else None
+    dbias = sum_partials(partial_db, bias_dtype or param_dtype) if compute_db else None
     return dx, dweight, dbias
 
 
@@ -137,6 +143,7 @@ class TritonLayerNormFunction(torch.autograd.Function):
         y, mean, rstd = layer_norm_forward(x2d, w, b, eps)
         ctx.save_for_backward(x2d, w, mean, rstd)
         ctx.x_shape, ctx.has_bias = x.shape, bias is not None
+        ctx.bias_dtype = bias.dtype if bias is not None else None
         ctx.param_shape = tuple(normalized_shape)
         return y.view(x.shape)
 
@@ -147,7 +154,7 @@ class TritonLayerNormFunction(torch.autograd.Function):
         need_dx, _, need_dw, need_db, _ = ctx.needs_input_grad
         dx, dw, db = layer_norm_backward(
             _rows_view(dy, m, n), x2d, w, mean, rstd,
-            compute_dw=need_dw, compute_db=need_db and ctx.has_bias)
+            compute_dw=need_dw, compute_db=need_db and ctx.has_bias, bias_dtype=ctx.bias_dtype)
         return (dx.view(ctx.x_shape) if need_dx else None, None,
                 dw.view(ctx.param_shape) if dw is not None else None,
                 db.view(ctx.param_shape) if db is not None else None, None)
