@@ -338,11 +338,12 @@ class LayerNormLSTMCell(LSTMCell):
 
     Where other implementations differ:
 
-    * TensorFlow's ``LayerNormBasicLSTMCell`` (and Keras' ``LayerNormLSTMCell``) normalize
-      each gate's H summed inputs separately, and normalize the *sum* ``W [x, h]`` rather
-      than the two terms separately.
-    * ``LayerNormBasicLSTMCell`` carries the normalized cell state ``LN(c_t)`` to the next
-      step; the paper (and this cell) carries ``c_t`` and normalizes only on the way to h_t.
+    * TensorFlow 1's ``LayerNormBasicLSTMCell`` normalizes each gate's H summed inputs
+      separately, and normalizes the *sum* ``W [x, h]`` rather than the two terms.
+    * TensorFlow Addons' ``LayerNormLSTMCell`` normalizes ``W x`` and ``U h`` separately
+      over all 4H units, like the paper.
+    * Both carry the normalized cell state ``LN(c_t)`` to the next step; the paper (and this
+      cell) carries ``c_t`` and normalizes it only on the way to ``h_t``.
     * Many PyTorch snippets apply LN only to the hidden state ``h_t`` or only to the gates.
     """
 

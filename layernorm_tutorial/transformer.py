@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -227,8 +228,6 @@ def residual_variance_by_depth(depth: int = 40, width: int = 256, batch_size: in
             variance.append(float(x.var()))
             correlation.append(float(torch.corrcoef(torch.stack([x.flatten(),
                                                                  x0.flatten()]))[0, 1]))
-    import numpy as np
-
     return {"variance": np.array(variance), "branch_variance": np.array(branch_variance),
             "predicted": np.array(predicted), "input_correlation": np.array(correlation)}
 
@@ -249,8 +248,6 @@ def gradient_norm_per_layer(num_layers: int, norm_first: bool, d_model: int = 32
     pre-LN models get the final LN. This is the quantity of Xiong et al. (2020), Fig. 3.
     Returns a NumPy array of ``num_layers`` norms, layer 1 (nearest the input) first.
     """
-    import numpy as np
-
     torch.manual_seed(seed)
     model = TokenTransformer(vocab_size, vocab_size, seq_len, num_layers, d_model, nhead,
                              dim_feedforward, norm_first=norm_first)

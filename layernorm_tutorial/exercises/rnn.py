@@ -140,7 +140,7 @@ def _diagnose_lstm(h_out, c_out, x, h, c, p, eps):
                 "W_h h_{t-1} and W_x x_t with separate LNs, then adds them")
     if allclose(c_out, ln(c_ref, "ln_cell"), rtol=1e-6, atol=1e-9):
         return ("c_t is returned normalized: the paper carries the raw c_t and normalizes "
-                "it only inside tanh for h_t (TensorFlow's LayerNormBasicLSTMCell differs here)")
+                "it only inside tanh for h_t (TensorFlow's LN-LSTM cells differ here)")
     if not allclose(c_out, c_ref, rtol=1e-6, atol=1e-9):
         return "c_t differs: c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g)"
     gates = ln(h @ p["weight_hh"].T, "ln_hh") + ln(x @ p["weight_ih"].T, "ln_ih") + p["bias"]
