@@ -219,15 +219,30 @@ def _time_do_bench(fns: dict[str, Callable[[], object]], reps: int) -> dict[str,
 def run_benchmark(device: str = "cpu", shapes: Sequence[tuple[int, int]] | None = None,
                   dtypes: Sequence[torch.dtype] | None = None,
                   implementations: Sequence[str] | None = None, reps: int = 15,
-                  quick: bool = False, progress: Callable[[str], None] | None = None
-                  ) -> BenchReport:
+                  quick: bool = False, threads: int | None = None,
+                  progress: Callable[[str], None] | None = None) -> BenchReport:
     """Time every implementation on every shape, dtype and direction; return a BenchReport.
 
     Defaults: on CPU the shapes ``CPU_SHAPES`` (``CPU_QUICK_SHAPES`` when ``quick``) in
     float32; on CUDA ``M = 4096``, ``N`` in ``GPU_NS`` and float16, bfloat16, float32.
     torch_native is always timed (it is the reference of the ratios). If ``torch.compile``
     fails, the compiled rows are left out and ``report.errors['compiled']`` says why.
+    ``threads`` sets torch's intra-op threads for the run (restored afterwards); on a CPU
+    shared with other jobs, 1 thread avoids multi-threaded kernels stalling at barriers.
     """
+    if threads is None:
+        return _run(device, shapes, dtypes, implementations, reps, quick, progress)
+    if threads < 1:
+        raise ValueError(f"threads: expected a positive number of threads, got {threads}")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _run(device, shapes, dtypes, implementations, reps, quick, progress)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run(device, shapes, dtypes, implementations, reps, quick, progress) -> BenchReport:
     if reps < 1:
         raise ValueError(f"reps: expected a positive number of repetitions, got {reps}")
     if device == "cuda" and not torch.cuda.is_available():
@@ -248,6 +263,10 @@ def run_benchmark(device: str = "cpu", shapes: Sequence[tuple[int, int]] | None 
         compiled = _compiled_composite()
     for m, n in shapes:
         for dtype in dtypes:
+            if compiled is not None:
+                # A fresh compile per case: dynamo's recompile limit (8 graphs per function)
+                # would otherwise silently fall back to eager after a few shapes and dtypes.
+                torch._dynamo.reset()
             case = _Case(m, n, dtype, device)
             shape_key = f"{m}x{n}"
             for direction in DIRECTIONS:
@@ -345,11 +364,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="one 2048x2048 float32 shape (16 MiB, cache-resident on big L3s)")
     parser.add_argument("--reps", type=int, default=15, help="timed repetitions (>= 15)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--csv", default=DEFAULT_CSV, help=f"CSV path (default {DEFAULT_CSV})")
     args = parser.parse_args(argv)
     if args.reps < 15:
         parser.error("--reps: use at least 15 repetitions for a stable median")
     report = run_benchmark(device=args.device, reps=args.reps, quick=args.quick,
+                           threads=args.threads,
                            progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(f"hardware: {report.hardware}")
     print("copy bandwidth (GB/s): " + ", ".join(f"{k}: {v:.1f}"

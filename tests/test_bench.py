@@ -5,6 +5,9 @@ import csv
 import pytest
 import torch
 
+# Imported at collection, before any test here runs torch.compile (which imports triton):
+# without a GPU the kernels need Triton's interpreter switched on before triton's import.
+import layernorm_tutorial.triton_kernels  # noqa: F401
 from layernorm_tutorial import bench
 
 FAST_IMPLS = ("numpy_ref", "composite", "torch_native")
