@@ -126,6 +126,22 @@ def test_token_transformer_shapes_and_bad_arguments():
         tr.TransformerEncoder(0, D, NHEAD)
 
 
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_block_gradients_match_float64_finite_differences(norm_first, norm):
+    torch.manual_seed(7)
+    block = tr.TransformerEncoderBlock(4, 2, 6, norm_first=norm_first, norm=norm).double()
+    _randomize_norms(block)
+    names = [n for n, _ in block.named_parameters()]
+    params = tuple(p.detach().clone().requires_grad_(True) for _, p in block.named_parameters())
+    x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+
+    def outputs(x, *ps):
+        return torch.func.functional_call(block, dict(zip(names, ps, strict=True)), (x,))
+
+    assert torch.autograd.gradcheck(outputs, (x, *params))
+
 # ---- experiment helpers used by the residual chapter (tiny budgets) ----
 
 def test_residual_variance_plain_resets_and_residual_accumulates():
