@@ -8,6 +8,15 @@ import torch.nn.functional as F
 from layernorm_tutorial import interview as I
 
 
+@pytest.fixture
+def one_thread():
+    """Tiny float64 matmuls: run them on one thread (faster on a busy machine), then restore."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_fmt_hides_round_off_and_formats_the_rest():
     assert I.fmt(3e-17) == "< 1e-12"
     assert I.fmt(-3e-17) == "< 1e-12"
@@ -152,7 +161,7 @@ def test_sequential_moments_float64_is_exact_and_float16_is_not():
         I.sequential_moments(np.ones((2, 2)), np.float32)
 
 
-def test_residual_stack_pre_ln_gradient_shrinks_with_depth_post_ln_does_not():
+def test_residual_stack_pre_ln_gradient_shrinks_with_depth_post_ln_does_not(one_thread):
     pre_shallow, _ = I.residual_stack_at_init(depth=4, placement="pre")
     pre_deep, pre_var = I.residual_stack_at_init(depth=32, placement="pre")
     post_shallow, _ = I.residual_stack_at_init(depth=4, placement="post")
@@ -166,7 +175,7 @@ def test_residual_stack_pre_ln_gradient_shrinks_with_depth_post_ln_does_not():
         I.residual_stack_at_init(placement="sandwich")
 
 
-def test_rnn_layer_norm_reduces_saturation_and_explosion():
+def test_rnn_layer_norm_reduces_saturation_and_explosion(one_thread):
     plain, sat_plain = I.rnn_gradient_norms(steps=40, weight_scale=3.0)
     normed, sat_ln = I.rnn_gradient_norms(steps=40, weight_scale=3.0, use_layer_norm=True)
     assert plain.shape == normed.shape == (40,)
