@@ -74,11 +74,11 @@ def test_welford_checker():
     result = check_welford_update(old_mean_twice)
     assert not result.passed and "new mean" in result.message
 
-    def naive(count, mean, m2, value):  # accumulates sum of squares: loses digits in float32
+    def naive(count, mean, m2, value):  # goes through sum(x**2): loses digits in float32
+        sum_of_squares = m2 + count * mean * mean + value * value
         count += 1
         mean_new = mean + (value - mean) / count
-        sumsq = (m2 + count * 0 + (mean * mean) * (count - 1)) + value * value
-        return count, mean_new, sumsq - count * mean_new * mean_new
+        return count, mean_new, sum_of_squares - count * mean_new * mean_new
 
     result = check_welford_update(naive)
     assert not result.passed and "float32" in result.message
