@@ -117,8 +117,8 @@ class SyncBatchNormFunction(torch.autograd.Function):
         all_reduce [sum g, sum g * xhat]
         dx = (g - sum(g) / M - xhat * sum(g xhat) / M) / sqrt(var + eps)
     dweight = sum(dy * xhat) and dbias = sum(dy) stay local: data-parallel training averages
-    them with the other parameter gradients. Returns (y, mean, var) with mean/var
-    non-differentiable (for the running statistics).
+    them with the other parameter gradients. Returns (y, mean, var, count) with the last
+    three non-differentiable (for the running statistics; count is M, summed over ranks).
     """
 
     @staticmethod
@@ -143,11 +143,11 @@ class SyncBatchNormFunction(torch.autograd.Function):
         ctx.save_for_backward(xhat, invstd, weight, total)
         ctx.group = group
         ctx.has_bias = bias is not None
-        ctx.mark_non_differentiable(mean, var)
-        return y, mean, var
+        ctx.mark_non_differentiable(mean, var, total)
+        return y, mean, var, total
 
     @staticmethod
-    def backward(ctx, dy, _dmean, _dvar):
+    def backward(ctx, dy, _dmean, _dvar, _dcount):
         xhat, invstd, weight, total = ctx.saved_tensors
         dims = tuple(d for d in range(dy.dim()) if d != 1)
         g = dy if weight is None else dy * _channel_view(weight, dy.dim())
@@ -184,11 +184,9 @@ def sync_batch_norm(x, running_mean, running_var, weight=None, bias=None, traini
         if bias is not None:
             y = y + _channel_view(bias, x.dim())
         return y
-    y, mean, var = SyncBatchNormFunction.apply(x, weight, bias, eps, group)
+    y, mean, var, count = SyncBatchNormFunction.apply(x, weight, bias, eps, group)
     if running_mean is not None and running_var is not None:
-        total = x.numel() // x.shape[1]
-        if is_distributed():
-            total *= dist.get_world_size(group)  # equal shard sizes, as in the experiment
+        total = float(count)  # all ranks' samples together; shards may differ in size
         with torch.no_grad():
             running_mean.mul_(1 - momentum).add_(momentum * mean)
             running_var.mul_(1 - momentum).add_(momentum * var * total / max(total - 1, 1))

@@ -17,17 +17,17 @@ from layernorm_tutorial import distributed as D
 # ---- workers (run inside the worker processes) ---------------------------------------------
 
 
-def sync_bn_worker(rank, world_size, x_full, upstream, weight, bias):
-    """Forward + backward of sync BN on this rank's half of a fixed batch."""
-    n = x_full.shape[0] // world_size
-    x = x_full[rank * n:(rank + 1) * n].clone().requires_grad_(True)
+def sync_bn_worker(rank, world_size, x_full, upstream, weight, bias, split):
+    """Forward + backward of sync BN on this rank's rows [split[rank], split[rank + 1])."""
+    rows = slice(split[rank], split[rank + 1])
+    x = x_full[rows].clone().requires_grad_(True)
     w = weight.clone().requires_grad_(True)
     b = bias.clone().requires_grad_(True)
     running_mean, running_var = torch.zeros(x.shape[1], dtype=x.dtype), \
         torch.ones(x.shape[1], dtype=x.dtype)
     with D.count_communication() as log:
         y = D.sync_batch_norm(x, running_mean, running_var, w, b, training=True, momentum=0.5)
-        y.backward(upstream[rank * n:(rank + 1) * n])
+        y.backward(upstream[rows])
     return {"y": y.detach(), "dx": x.grad, "dw": w.grad, "db": b.grad,
             "running_mean": running_mean, "running_var": running_var,
             "log": log.by_tag()}
@@ -119,14 +119,15 @@ def test_find_free_port_is_bindable():
 # ---- two gloo processes -----------------------------------------------------------------
 
 
-def test_two_rank_sync_bn_equals_full_batch_batch_norm():
+@pytest.mark.parametrize("split", [(0, 4, 8), (0, 2, 8)], ids=["equal", "unequal"])
+def test_two_rank_sync_bn_equals_full_batch_batch_norm(split):
     torch.manual_seed(3)
     x = torch.randn(8, 3, 4, dtype=torch.float64) * 2 + 1
     x[:4] += 3.0  # the shards have different statistics, so per-rank BN would differ
     upstream = torch.randn_like(x)
     w = torch.rand(3, dtype=torch.float64) + 0.5
     b = torch.randn(3, dtype=torch.float64)
-    results = D.run_on_ranks(sync_bn_worker, 2, (x, upstream, w, b), timeout=60)
+    results = D.run_on_ranks(sync_bn_worker, 2, (x, upstream, w, b, split), timeout=60)
 
     xs, ws, bs = (t.clone().requires_grad_(True) for t in (x, w, b))
     rm, rv = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
@@ -144,7 +145,7 @@ def test_two_rank_sync_bn_equals_full_batch_batch_norm():
         torch.testing.assert_close(r["running_mean"], rm)
         torch.testing.assert_close(r["running_var"], rv)
         # 2 collectives forward ((C+1) then C numbers), 1 backward (2C numbers), float64
-        assert r["log"] == {"sync_bn forward: sum and count": (1, 4 * 8),
+        assert r["log"] == {"sync_bn forward: sum and count": (1, 4 * 8),  # (C + 1) float64
                             "sync_bn forward: sum of squares": (1, 3 * 8),
                             "sync_bn backward: gradient sums": (1, 6 * 8)}
 
