@@ -15,7 +15,13 @@ from layernorm_tutorial import nn as lnn
 from layernorm_tutorial.evidence import analysis, experiments, results
 from layernorm_tutorial.evidence.data import as_model_input, load_evidence_data
 from layernorm_tutorial.evidence.models import CNN, MLP, NORMS, ChannelLayerNorm, build_model
-from layernorm_tutorial.evidence.runner import RunSpec, train_run
+from layernorm_tutorial.evidence.runner import (
+    RunSpec,
+    evaluate,
+    recalibrate_batch_norm,
+    train_model,
+    train_run,
+)
 from layernorm_tutorial.evidence.synthetic import synthetic_results
 
 RESULTS_FILE = Path(__file__).resolve().parents[1] / "book" / "data" / "evidence_results.json"
@@ -110,6 +116,31 @@ def test_tiny_run_is_bit_reproducible_and_learns():
     assert first["curve"]["train_loss"][-1] < math.log(10)   # below chance level
     other_seed = train_run(dataclasses.replace(spec, seed=4))
     assert other_seed["final"] != first["final"]
+
+
+def test_train_model_returns_the_model_behind_the_record():
+    spec = RunSpec("cnn", "gn", 32, 3e-3, 0, epochs=1, max_steps=3)
+    model, record = train_model(spec)
+    assert record == train_run(spec)
+    data = load_evidence_data()
+    loss, acc = evaluate(model, as_model_input(data.x_test, "cnn"), data.y_test)
+    assert (loss, acc) == (record["final"]["test_loss"], record["final"]["test_acc"])
+
+
+def test_recalibrated_batch_norm_holds_the_exact_statistics_of_the_data():
+    model, _ = train_model(RunSpec("mlp", "bn", 64, 1e-2, 0, epochs=1, max_steps=5))
+    x = load_evidence_data().x_train
+    weights = {k: v.clone() for k, v in model.state_dict().items() if "running" not in k}
+    assert recalibrate_batch_norm(model, x) == 3
+    first_linear, first_bn = model.net[0], model.net[1]
+    with torch.no_grad():
+        pre = first_linear(x)
+    torch.testing.assert_close(first_bn.running_mean, pre.mean(0))
+    torch.testing.assert_close(first_bn.running_var, pre.var(0, unbiased=True))
+    assert first_bn.momentum == 0.1 and not model.training
+    after = model.state_dict()
+    assert all(torch.equal(v, after[k]) for k, v in weights.items() if "num_batches" not in k)
+    assert recalibrate_batch_norm(MLP("ln"), x) == 0
 
 
 def test_rerun_of_a_stored_run_agrees_within_tolerance():

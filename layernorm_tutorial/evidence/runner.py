@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from .data import EvidenceData, as_model_input, load_evidence_data
 from .models import build_model
 
-__all__ = ["RunSpec", "deterministic_torch", "train_run", "evaluate"]
+__all__ = ["RunSpec", "deterministic_torch", "train_run", "train_model", "evaluate",
+           "recalibrate_batch_norm"]
 
 NUM_THREADS = 1
 NUM_EVALS = 16
@@ -84,6 +85,15 @@ def _eval_steps(total: int) -> list[int]:
 def train_run(spec: RunSpec, data: EvidenceData | None = None) -> dict:
     """Train the model of ``spec`` and return its record (a JSON-ready dict).
 
+    The record is the second element of :func:`train_model`; see there for its keys.
+    """
+    return train_model(spec, data)[1]
+
+
+def train_model(spec: RunSpec, data: EvidenceData | None = None):
+    """Train the model of ``spec``; return ``(model, record)`` with the trained model in
+    evaluation mode and its record (a JSON-ready dict).
+
     Record keys: ``spec`` (the RunSpec as a dict), ``steps`` (optimizer steps taken),
     ``diverged`` (a non-finite training loss stopped the run), ``curve`` (``step``,
     ``train_loss``, ``val_acc``, ``test_acc`` at 16 evenly spaced steps, evaluation mode),
@@ -143,5 +153,31 @@ def train_run(spec: RunSpec, data: EvidenceData | None = None) -> dict:
         for name, x, y in (("train", x_tr, y_tr), ("val", x_va, y_va), ("test", x_te, y_te)):
             final[f"{name}_loss"], final[f"{name}_acc"] = evaluate(model, x, y)
         final["minibatch_loss_last_epoch"] = float(np.mean(recent)) if recent else float("nan")
-    return {"spec": spec.as_dict(), "steps": step, "diverged": diverged,
-            "curve": curve, "final": final}
+    model.eval()
+    return model, {"spec": spec.as_dict(), "steps": step, "diverged": diverged,
+                   "curve": curve, "final": final}
+
+
+@torch.no_grad()
+def recalibrate_batch_norm(model: torch.nn.Module, x: torch.Tensor) -> int:
+    """Replace every BatchNorm layer's running statistics by the exact statistics of ``x``.
+
+    Each ``BatchNorm1d``/``BatchNorm2d`` of :mod:`layernorm_tutorial.nn` is reset and switched
+    to a cumulative average (``momentum=None``); one forward pass of all of ``x`` in training
+    mode then stores the mean and (unbiased) variance of its inputs over ``x``. Weights are not
+    touched. The model is left in evaluation mode; returns the number of layers recalibrated.
+    """
+    from .. import nn as lnn
+
+    layers = [m for m in model.modules() if isinstance(m, (lnn.BatchNorm1d, lnn.BatchNorm2d))]
+    saved = [m.momentum for m in layers]
+    for m in layers:
+        m.reset_running_stats()
+        m.momentum = None
+    model.train()
+    with deterministic_torch():
+        model(x)
+    for m, momentum in zip(layers, saved, strict=True):
+        m.momentum = momentum
+    model.eval()
+    return len(layers)
