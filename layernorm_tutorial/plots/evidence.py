@@ -8,7 +8,7 @@ dots are the individual seeds.
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.ticker import LogFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from ..evidence.analysis import batch_size_curves, summarize, values
 from ..evidence.results import find_runs
@@ -39,10 +39,16 @@ def _batch_axis(ax, sizes) -> None:
 
 
 def _log_y(ax) -> None:
-    """Log y axis with plain-number labels, also on minor ticks when the range is short."""
+    """Log y axis with plain-number labels (0.01, 0.1, 1); minor ticks are labelled too when
+    the axis spans less than about one decade, so a short axis is never left unlabelled."""
     ax.set_yscale("log")
-    for setter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-        setter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.6)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+    def minor(v, _):
+        low, high = ax.get_ylim()
+        return f"{v:.3g}" if high / low < 12 else ""
+
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
 
 
 def _norms(doc: dict, experiment: str) -> list[str]:
