@@ -6,6 +6,7 @@ names the offending argument and says what was expected.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -111,3 +112,13 @@ def check_running_stat(stat, name: str, num_channels: int) -> None:
 def check_eps(eps, name: str = "eps") -> None:
     if eps is not None and not (isinstance(eps, (int, float)) and eps >= 0):
         raise ValueError(f"{name} must be a non-negative number, got {eps!r}")
+
+
+def check_momentum(momentum, name: str = "momentum") -> None:
+    """Functional batch/instance norm need a number (torch raises TypeError for None; the nn
+    modules turn ``momentum=None`` into a cumulative-average factor before calling them)."""
+    if isinstance(momentum, bool) or not isinstance(momentum, (numbers.Real, torch.Tensor)):
+        raise TypeError(
+            f"{name} must be a float, got {momentum!r} (momentum=None, the cumulative "
+            "average, is handled by the nn modules)"
+        )

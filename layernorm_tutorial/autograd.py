@@ -28,6 +28,7 @@ from ._validation import (
     as_shape,
     check_channels_input,
     check_eps,
+    check_momentum,
     check_normalized_shape,
     check_param,
     check_running_stat,
@@ -82,10 +83,15 @@ class LayerNormFunction(torch.autograd.Function):
         dx = dweight = dbias = None
         if ctx.needs_input_grad[0]:
             dx = normalization_backward(g, norm, rstd, w, dims).to(dout.dtype)
+        # with no batch dims (input.dim() == len(normalized_shape)) there is nothing to sum,
+        # and torch's .sum(()) would reduce *every* dim
+        def sum_rows(t):
+            return t.sum(batch_dims) if batch_dims else t
+
         if weight is not None and ctx.needs_input_grad[2]:
-            dweight = (g * norm).sum(batch_dims).to(weight.dtype)
+            dweight = sum_rows(g * norm).to(weight.dtype)
         if ctx.has_bias and ctx.needs_input_grad[3]:
-            dbias = g.sum(batch_dims).to(dout.dtype)
+            dbias = sum_rows(g).to(dout.dtype)
         return dx, None, dweight, dbias, None
 
 
@@ -165,6 +171,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,
     check_param(weight, "weight", (c,))
     check_param(bias, "bias", (c,))
     check_eps(eps)
+    check_momentum(momentum)
     if training:
         verify_batch_size(input.shape)
     elif running_mean is None or running_var is None:

@@ -34,6 +34,7 @@ from ._validation import (
     as_shape,
     check_channels_input,
     check_eps,
+    check_momentum,
     check_normalized_shape,
     check_param,
     check_running_stat,
@@ -128,6 +129,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,
     check_param(weight, "weight", (num_channels,))
     check_param(bias, "bias", (num_channels,))
     check_eps(eps)
+    check_momentum(momentum)
     if training:
         verify_batch_size(input.shape)
     elif running_mean is None or running_var is None:

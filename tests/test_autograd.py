@@ -47,6 +47,18 @@ def test_default_arguments_match_torch():
                    lambda input: TF.batch_norm(input, rm, rv), {"input": x})
 
 
+@pytest.mark.parametrize("shape", [(1,), (4,), (2, 3)])
+def test_layer_norm_input_without_batch_dims(shape):
+    """Regression: with input.dim() == len(normalized_shape) the backward summed dweight
+    over *all* dims (torch's .sum(()) reduces everything) and returned a scalar."""
+    weight, bias = affine_params("both", shape, seed=20)
+    kwargs = {"input": randn(shape, seed=20), "normalized_shape": shape, "weight": weight,
+              "bias": bias}
+    assert_matches(A.layer_norm, TF.layer_norm, kwargs)
+    assert gradcheck_wrt(A.layer_norm, {k: v for k, v in kwargs.items()
+                                        if k != "normalized_shape"}, normalized_shape=shape)
+
+
 @pytest.mark.parametrize("mode", ["both", "weight", "bias", "none"])
 def test_layer_norm_one_feature_gives_exactly_the_bias(mode):
     x = randn((3, 1), seed=3)
