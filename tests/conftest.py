@@ -30,6 +30,11 @@ import torch.nn.functional as TF
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+# Without a GPU the Triton kernels run in Triton's interpreter, which must be switched on
+# before anything imports triton (torch.compile does). Importing the kernels package first
+# arranges that, whatever order pytest collects the test modules in.
+import layernorm_tutorial.triton_kernels  # noqa: F401
+
 settings.register_profile(
     "core",
     deadline=None,
