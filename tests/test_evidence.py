@@ -88,6 +88,25 @@ def test_lr_grid_scales_with_the_square_root_of_the_batch():
                                                    rel=1e-2)
 
 
+def test_extend_grid_steps_beyond_the_winning_edge_only():
+    grid = (1e-3, 3e-3, 1e-2)
+    assert experiments.extend_grid(grid, 1e-2) == pytest.approx(1e-2 * math.sqrt(10), rel=1e-2)
+    assert experiments.extend_grid(grid, 1e-3) == pytest.approx(1e-3 / math.sqrt(10), rel=1e-2)
+    assert experiments.extend_grid(grid, 3e-3) is None
+    assert experiments.extend_grid((1e-3,), 1e-3) is None
+
+
+def test_sweep_extends_the_grid_when_the_winner_is_at_an_edge():
+    rnn = next(e for e in experiments.EXPERIMENTS if e.name == "rnn")
+    exp = dataclasses.replace(rnn, norms=("ln",), seeds=(0,), lr_base=(1e-3, 3e-3), epochs=1,
+                              max_steps=2, grid_extensions=1)
+    sweep = experiments.run_sweep([exp])
+    lrs = sorted(r["spec"]["lr"] for r in sweep["runs"])
+    # with two rates the winner is always at an edge, so exactly one rate is added beyond it
+    assert len(lrs) == 3 and (lrs[0] < 1e-3 or lrs[-1] > 3e-3)
+    assert sweep["selected_lr"][0]["lr"] in lrs
+
+
 def _fake(lr, val_acc, val_loss):
     return {"spec": {"lr": lr}, "final": {"val_acc": val_acc, "val_loss": val_loss}}
 

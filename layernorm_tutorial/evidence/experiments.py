@@ -3,8 +3,10 @@
 Each :class:`Experiment` fixes one model family and training budget and varies only the
 normalization (and, for claim 1, the batch size). The learning rate is chosen separately for
 every (norm, batch size) setting: seed 0 is trained at each rate of a small grid, the rate with
-the best *validation* accuracy wins, and the remaining seeds are trained at that rate. The
-test set plays no part in any choice.
+the best *validation* accuracy wins, and the remaining seeds are trained at that rate. When the
+winner sits at an edge of the rates tried, the grid is extended by one rate beyond that edge
+(up to ``grid_extensions`` times), so that a method is not judged at a rate the grid cut
+off. The test set plays no part in any choice.
 
 Claims (seed 004.7, 003.5, 003.8, 000.3):
 
@@ -36,6 +38,7 @@ __all__ = ["Experiment", "EXPERIMENTS", "SEEDS", "LR_GRID", "lr_grid", "tiny_exp
 SEEDS = (0, 1, 2)
 LR_GRID = (1e-3, 3e-3, 1e-2)   # Adam rates at the reference batch size 32
 REFERENCE_BATCH = 32
+GRID_STEP = math.sqrt(10)      # spacing of one grid extension (the grid's own spacing)
 
 
 def lr_grid(batch_size: int, base: Iterable[float] = LR_GRID) -> tuple[float, ...]:
@@ -61,6 +64,7 @@ class Experiment:
     seeds: tuple[int, ...] = SEEDS
     lr_base: tuple[float, ...] = LR_GRID
     max_steps: int | None = None   # only the tests cap runs
+    grid_extensions: int = 2
 
     def settings(self) -> list[tuple[str, int]]:
         return [(norm, b) for norm in self.norms for b in self.batch_sizes]
@@ -87,7 +91,7 @@ def tiny_experiments(max_steps: int = 3, seeds: tuple[int, ...] = (0,)) -> tuple
     for exp in EXPERIMENTS:
         sizes = tuple(b for b in exp.batch_sizes if b in (4, 32, 256)) or exp.batch_sizes
         out.append(replace(exp, batch_sizes=sizes, seeds=seeds, lr_base=exp.lr_base[1:],
-                           max_steps=max_steps, epochs=1))
+                           max_steps=max_steps, epochs=1, grid_extensions=0))
     return tuple(out)
 
 
@@ -95,6 +99,18 @@ def sweep_specs(exp: Experiment) -> list[RunSpec]:
     """Phase 1: the first seed at every rate of the grid, for every setting."""
     return [exp.spec(norm, b, lr, exp.seeds[0])
             for norm, b in exp.settings() for lr in lr_grid(b, exp.lr_base)]
+
+
+def extend_grid(tried: Iterable[float], winner: float) -> float | None:
+    """The next rate to try when ``winner`` is the smallest or largest rate ``tried``
+    (divided or multiplied by ``GRID_STEP``, three significant digits); ``None`` when the
+    winner is inside the grid."""
+    tried = sorted(tried)
+    if len(tried) > 1 and winner == tried[0]:
+        return float(f"{winner / GRID_STEP:.3g}")
+    if len(tried) > 1 and winner == tried[-1]:
+        return float(f"{winner * GRID_STEP:.3g}")
+    return None
 
 
 def select_lr(records: list[dict]) -> float:
@@ -154,12 +170,34 @@ def run_sweep(experiments=EXPERIMENTS, workers: int = 1, progress: bool = False)
             bar.update(1)
 
     done1 = _run_all([s for specs in phase1.values() for s in specs], workers, tick)
+
+    def trials(exp, norm, b):
+        return [done1[s] for s in phase1[exp.name] if s.norm == norm and s.batch_size == b]
+
+    # extend the grid where the winner sits at an edge, one rate per round
+    for round_ in range(max((exp.grid_extensions for exp in experiments), default=0)):
+        new = []
+        for exp in experiments:
+            if round_ >= exp.grid_extensions:
+                continue
+            for norm, b in exp.settings():
+                records = trials(exp, norm, b)
+                lr = extend_grid([r["spec"]["lr"] for r in records], select_lr(records))
+                if lr is not None:
+                    spec = exp.spec(norm, b, lr, exp.seeds[0])
+                    phase1[exp.name].append(spec)
+                    new.append(spec)
+        if not new:
+            break
+        if bar is not None:
+            bar.total += len(new)
+            bar.refresh()
+        done1.update(_run_all(new, workers, tick))
+
     selected, phase2 = [], {}
     for exp in experiments:
         for norm, b in exp.settings():
-            trials = [done1[s] for s in phase1[exp.name]
-                      if s.norm == norm and s.batch_size == b]
-            lr = select_lr(trials)
+            lr = select_lr(trials(exp, norm, b))
             selected.append({"experiment": exp.name, "norm": norm, "batch_size": b, "lr": lr})
             phase2[exp.name, norm, b] = [exp.spec(norm, b, lr, seed) for seed in exp.seeds[1:]]
     done2 = _run_all([s for specs in phase2.values() for s in specs], workers, tick)

@@ -70,8 +70,9 @@ def build_results(sweep: dict, experiments=EXPERIMENTS, seconds: float | None = 
         "optimizer": "Adam (betas 0.9, 0.999; eps 1e-8; no weight decay)",
         "loss": "cross-entropy",
         "lr_rule": (f"grid {list(LR_GRID)} * sqrt(batch_size / {REFERENCE_BATCH}); seed "
-                    f"{SEEDS[0]} at every rate, best final validation accuracy wins; the "
-                    "other seeds at the winning rate"),
+                    f"{SEEDS[0]} at every rate, best final validation accuracy wins; a winner "
+                    "at an edge of the rates tried adds the next rate beyond it (factor "
+                    "sqrt(10), up to grid_extensions times); the other seeds at the winner"),
         "evaluations_per_run": NUM_EVALS,
         "num_threads": NUM_THREADS,
         "deterministic_algorithms": True,
