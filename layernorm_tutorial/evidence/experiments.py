@@ -151,7 +151,11 @@ def _run_all(specs: list[RunSpec], workers: int, on_done: Callable[[], None]) ->
 
 
 def run_sweep(experiments=EXPERIMENTS, workers: int = 1, progress: bool = False) -> dict:
-    """Run both phases of every experiment and return ``{"selected_lr": ..., "runs": ...}``.
+    """Run every experiment and return ``{"selected_lr": ..., "runs": ...}``.
+
+    Phase 1 trains the first seed at every rate of each setting's grid and extends the grid
+    beyond a winning edge (:func:`extend_grid`, up to ``grid_extensions`` rounds); phase 2
+    trains the other seeds at each setting's chosen rate (:func:`select_lr`).
 
     ``runs`` is a list of run records (see :func:`~.runner.train_run`) with two extra keys,
     ``experiment`` and ``selected`` (the run was trained at its setting's chosen rate).
