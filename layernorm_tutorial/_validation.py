@@ -122,3 +122,23 @@ def check_momentum(momentum, name: str = "momentum") -> None:
             f"{name} must be a float, got {momentum!r} (momentum=None, the cumulative "
             "average, is handled by the nn modules)"
         )
+
+
+def check_batch_norm_args(input, running_mean, running_var, weight, bias,
+                          training, momentum, eps) -> None:
+    """All argument checks of ``batch_norm`` (functional and hand-derived autograd alike)."""
+    check_tensor(input, "input")
+    check_channels_input(input, "batch_norm")
+    num_channels = input.shape[1]
+    check_running_stat(running_mean, "running_mean", num_channels)
+    check_running_stat(running_var, "running_var", num_channels)
+    check_param(weight, "weight", (num_channels,))
+    check_param(bias, "bias", (num_channels,))
+    check_eps(eps)
+    check_momentum(momentum)
+    if training:
+        verify_batch_size(input.shape)
+    elif running_mean is None or running_var is None:
+        raise RuntimeError(
+            "batch_norm: running_mean and running_var must be tensors when training=False"
+        )

@@ -26,15 +26,12 @@ import torch
 from . import functional
 from ._validation import (
     as_shape,
-    check_channels_input,
+    check_batch_norm_args,
     check_eps,
-    check_momentum,
     check_normalized_shape,
     check_param,
-    check_running_stat,
     check_tensor,
     compute_dtype,
-    verify_batch_size,
 )
 
 __all__ = ["LayerNormFunction", "BatchNormFunction", "layer_norm", "batch_norm",
@@ -163,21 +160,8 @@ class BatchNormFunction(torch.autograd.Function):
 def batch_norm(input, running_mean, running_var, weight=None, bias=None,
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5):
     """Batch norm with the hand-derived backward; signature of ``torch.nn.functional``."""
-    check_tensor(input, "input")
-    check_channels_input(input, "batch_norm")
-    c = input.shape[1]
-    check_running_stat(running_mean, "running_mean", c)
-    check_running_stat(running_var, "running_var", c)
-    check_param(weight, "weight", (c,))
-    check_param(bias, "bias", (c,))
-    check_eps(eps)
-    check_momentum(momentum)
-    if training:
-        verify_batch_size(input.shape)
-    elif running_mean is None or running_var is None:
-        raise RuntimeError(
-            "batch_norm: running_mean and running_var must be tensors when training=False"
-        )
+    check_batch_norm_args(input, running_mean, running_var, weight, bias,
+                          training, momentum, eps)
     if input.numel() == 0:
         return functional.batch_norm(input, running_mean, running_var, weight, bias,
                                      training, momentum, eps)

@@ -32,9 +32,9 @@ import torch
 
 from ._validation import (
     as_shape,
+    check_batch_norm_args,
     check_channels_input,
     check_eps,
-    check_momentum,
     check_normalized_shape,
     check_param,
     check_running_stat,
@@ -121,21 +121,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,
 
     Evaluation (``training=False``) normalizes with ``running_mean`` and ``running_var``.
     """
-    check_tensor(input, "input")
-    check_channels_input(input, "batch_norm")
+    check_batch_norm_args(input, running_mean, running_var, weight, bias,
+                          training, momentum, eps)
     num_channels = input.shape[1]
-    check_running_stat(running_mean, "running_mean", num_channels)
-    check_running_stat(running_var, "running_var", num_channels)
-    check_param(weight, "weight", (num_channels,))
-    check_param(bias, "bias", (num_channels,))
-    check_eps(eps)
-    check_momentum(momentum)
-    if training:
-        verify_batch_size(input.shape)
-    elif running_mean is None or running_var is None:
-        raise RuntimeError(
-            "batch_norm: running_mean and running_var must be tensors when training=False"
-        )
     if input.numel() == 0:  # like torch: nothing to normalize, running stats untouched
         out = input.clone()
         if weight is not None:
