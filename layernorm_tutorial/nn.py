@@ -23,6 +23,22 @@ def _normalized_shape(normalized_shape) -> tuple[int, ...]:
     return tuple(int(d) for d in normalized_shape)
 
 
+def _register_affine(module: nn.Module, shape, affine: bool, bias: bool, factory) -> None:
+    """Register ``weight`` (gamma) and ``bias`` (beta) of ``shape``, or None, as torch does."""
+    weight = nn.Parameter(torch.empty(shape, **factory)) if affine else None
+    module.register_parameter("weight", weight)
+    module.register_parameter(
+        "bias", nn.Parameter(torch.empty(shape, **factory)) if affine and bias else None)
+
+
+def _reset_affine(module: nn.Module) -> None:
+    """gamma = 1 and beta = 0: the normalization starts as a pure standardization."""
+    if module.weight is not None:
+        nn.init.ones_(module.weight)
+    if module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
 class LayerNorm(nn.Module):
     """Layer norm over the trailing ``normalized_shape`` dims; weight (1s) and bias (0s)
     of shape ``normalized_shape``. Input ``(*, *normalized_shape)``, output the same."""
@@ -34,22 +50,11 @@ class LayerNorm(nn.Module):
         self.normalized_shape = _normalized_shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = nn.Parameter(torch.empty(self.normalized_shape, **factory))
-            if bias:
-                self.bias = nn.Parameter(torch.empty(self.normalized_shape, **factory))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, self.normalized_shape, elementwise_affine, bias, factory)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.weight is not None:
-            nn.init.ones_(self.weight)
-        if self.bias is not None:
-            nn.init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -101,22 +106,12 @@ class GroupNorm(nn.Module):
                 f"({num_groups})")
         self.num_groups, self.num_channels = num_groups, num_channels
         self.eps, self.affine = eps, affine
-        if affine:
-            self.weight = nn.Parameter(torch.empty(num_channels, device=device, dtype=dtype))
-            if bias:
-                self.bias = nn.Parameter(torch.empty(num_channels, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, (num_channels,), affine, bias,
+                         {"device": device, "dtype": dtype})
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.weight is not None:
-            nn.init.ones_(self.weight)
-        if self.bias is not None:
-            nn.init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
@@ -136,15 +131,7 @@ class _NormBase(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = nn.Parameter(torch.empty(num_features, **factory))
-            if bias:
-                self.bias = nn.Parameter(torch.empty(num_features, **factory))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, (num_features,), affine, bias, factory)
         if track_running_stats:
             self.register_buffer("running_mean", torch.zeros(num_features, **factory))
             self.register_buffer("running_var", torch.ones(num_features, **factory))
@@ -164,10 +151,7 @@ class _NormBase(nn.Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.weight is not None:
-            nn.init.ones_(self.weight)
-        if self.bias is not None:
-            nn.init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input) -> None:
         raise NotImplementedError
