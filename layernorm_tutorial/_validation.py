@@ -142,3 +142,16 @@ def check_batch_norm_args(input, running_mean, running_var, weight, bias,
         raise RuntimeError(
             "batch_norm: running_mean and running_var must be tensors when training=False"
         )
+
+
+def check_layer_norm_args(input, normalized_shape, weight, bias, eps) -> tuple[int, ...]:
+    """All argument checks of ``layer_norm`` (functional and hand-derived autograd alike).
+
+    Returns ``normalized_shape`` as a tuple of ints."""
+    check_tensor(input, "input")
+    shape = as_shape(normalized_shape)
+    check_normalized_shape(input, shape)
+    check_param(weight, "weight", shape)
+    check_param(bias, "bias", shape)
+    check_eps(eps)
+    return shape

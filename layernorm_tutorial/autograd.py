@@ -25,12 +25,8 @@ import torch
 
 from . import functional
 from ._validation import (
-    as_shape,
     check_batch_norm_args,
-    check_eps,
-    check_normalized_shape,
-    check_param,
-    check_tensor,
+    check_layer_norm_args,
     compute_dtype,
 )
 
@@ -94,12 +90,7 @@ class LayerNormFunction(torch.autograd.Function):
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """Layer norm with the hand-derived backward; signature of ``torch.nn.functional``."""
-    check_tensor(input, "input")
-    shape = as_shape(normalized_shape)
-    check_normalized_shape(input, shape)
-    check_param(weight, "weight", shape)
-    check_param(bias, "bias", shape)
-    check_eps(eps)
+    shape = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
     return LayerNormFunction.apply(input, shape, weight, bias, eps)
 
 

@@ -35,6 +35,7 @@ from ._validation import (
     check_batch_norm_args,
     check_channels_input,
     check_eps,
+    check_layer_norm_args,
     check_normalized_shape,
     check_param,
     check_running_stat,
@@ -80,12 +81,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     with :math:`\mu, \sigma^2` the mean and biased variance over the ``H = prod(normalized_shape)``
     trailing elements of each row (one pair per row, shared by all its features).
     """
-    check_tensor(input, "input")
-    shape = as_shape(normalized_shape)
-    check_normalized_shape(input, shape)
-    check_param(weight, "weight", shape)
-    check_param(bias, "bias", shape)
-    check_eps(eps)
+    shape = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
     dims = tuple(range(input.dim() - len(shape), input.dim()))
     x = input.to(compute_dtype(input.dtype))
     _, xshift, var = moments(x, dims)                     # var: (*, 1, ..., 1)
