@@ -1,0 +1,156 @@
+"""The Anki deck is built from the interview notebooks: one note per question, stable GUIDs."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from layernorm_tutorial import flashcards
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _notes(apkg: Path, tmp_path: Path) -> list[dict]:
+    """Read the notes of a deck with sqlite3, as Anki would (fields are split by 0x1f)."""
+    with zipfile.ZipFile(apkg) as archive:
+        assert "collection.anki2" in archive.namelist()
+        archive.extract("collection.anki2", tmp_path)
+    connection = sqlite3.connect(tmp_path / "collection.anki2")
+    try:
+        rows = connection.execute("select guid, tags, flds from notes").fetchall()
+    finally:
+        connection.close()
+    names = ("label", "front", "english", "chinese", "short", "answer", "link")
+    return [dict(guid=g, tags=t.split(), **dict(zip(names, f.split("\x1f"), strict=True)))
+            for g, t, f in rows]
+
+
+def _model_answers_in(path: Path) -> int:
+    """An independent count: the model-answer dropdowns in a notebook's markdown cells."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return sum("".join(c["source"]).count("{admonition} Model answer")
+               for c in cells if c["cell_type"] == "markdown")
+
+
+@pytest.fixture(scope="module")
+def deck(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("deck")
+    out = folder / "deck.apkg"
+    count = flashcards.write_deck(out, book_url="https://example.org/book")
+    return out, count, _notes(out, folder)
+
+
+def test_one_note_per_question_in_the_notebooks(deck):
+    _, count, notes = deck
+    expected = sum(_model_answers_in(BOOK / f"{c}.ipynb") for c in flashcards.CHAPTERS)
+    assert expected >= 30
+    assert count == len(notes) == expected
+    assert len({n["label"] for n in notes}) == len(notes)
+
+
+def test_every_note_has_english_and_chinese_and_a_short_answer(deck):
+    for note in deck[2]:
+        assert note["english"] and not CJK.search(note["english"]), note["label"]
+        assert CJK.search(note["chinese"]), note["label"]
+        assert CJK.search(note["front"]) and note["english"] in note["front"]
+        assert note["short"].strip() and note["short"] not in note["answer"], note["label"]
+        assert f'example.org/book/' in note["link"] and f'#{note["label"]}' in note["link"]
+        assert not re.search(r"\{(term|cite|ref|doc|eq|numref)[:a-z]*\}`", note["answer"]), \
+            f"raw MyST role left in {note['label']}"
+        assert ":class:" not in note["answer"] and ":::" not in note["answer"]
+
+
+def test_tags_name_the_section(deck):
+    tags = {t for note in deck[2] for t in note["tags"]}
+    assert {"fundamentals", "derivations", "systems", "traps"} <= tags
+
+
+def test_math_uses_anki_mathjax_delimiters(deck):
+    notes = {n["label"]: n for n in deck[2]}
+    answer = notes["iq-what-is-ln"]["answer"] + notes["iq-what-is-ln"]["short"]
+    assert "\\[" in answer and "\\]" in answer and "\\(" in answer
+    assert "\\frac{1}{H}" in answer
+    for note in deck[2]:
+        assert "$" not in re.sub(r"\\\(.*?\\\)|\\\[.*?\\\]", "", note["answer"], flags=re.S), \
+            f"a dollar delimiter survived in {note['label']}"
+
+
+def test_guids_are_stable_across_runs(deck, tmp_path):
+    out = tmp_path / "again.apkg"
+    flashcards.write_deck(out, book_url="https://example.org/book")
+    again = {n["label"]: n["guid"] for n in _notes(out, tmp_path)}
+    first = {n["label"]: n["guid"] for n in deck[2]}
+    assert again == first
+    assert len(set(first.values())) == len(first)
+
+
+def test_front_language_choice(tmp_path):
+    out = tmp_path / "en.apkg"
+    flashcards.write_deck(out, lang="en", book_url="https://example.org/book")
+    notes = _notes(out, tmp_path)
+    assert all(not CJK.search(n["front"]) for n in notes)
+    with pytest.raises(flashcards.FlashcardError, match="lang"):
+        flashcards.write_deck(tmp_path / "x.apkg", lang="fr")
+
+
+def test_a_question_added_to_a_copy_of_the_notebook_appears(tmp_path):
+    notebook = json.loads((BOOK / "interview.ipynb").read_text(encoding="utf-8"))
+    notebook["cells"].append({
+        "cell_type": "markdown", "metadata": {}, "id": "added-question",
+        "source": ["(iq-added-for-test)=\n", "### Is this question new?\n", "\n",
+                   "**这是一个新问题吗？**\n", "\n",
+                   ":::{admonition} Model answer · 参考答案\n", ":class: dropdown\n", "\n",
+                   "**Short answer:** Yes, with $x^2$ in it.\n", "\n",
+                   "The long answer cites {cite}`ba2016layer`.\n", ":::\n"]})
+    copy = tmp_path / "interview.ipynb"
+    copy.write_text(json.dumps(notebook), encoding="utf-8")
+    out = tmp_path / "copy.apkg"
+    count = flashcards.write_deck(out, [copy, BOOK / "interview_advanced.ipynb"],
+                                  book_url="https://example.org/book", book_dir=BOOK)
+    notes = {n["label"]: n for n in _notes(out, tmp_path)}
+    assert count == len(notes) and "iq-added-for-test" in notes
+    added = notes["iq-added-for-test"]
+    assert added["short"] == "<p>Yes, with \\(x^2\\) in it.</p>"
+    assert "Ba" in added["answer"] and "2016" in added["answer"] and "{cite}" not in added["answer"]
+    assert "这是一个新问题吗" in added["chinese"]
+
+
+def test_a_chapter_without_questions_is_an_error_naming_it(tmp_path):
+    empty = tmp_path / "empty_chapter.ipynb"
+    empty.write_text(json.dumps({"cells": [{"cell_type": "markdown", "metadata": {}, "id": "only",
+                                            "source": ["# Nothing to ask\n"]}],
+                                 "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    with pytest.raises(flashcards.FlashcardError, match="empty_chapter.ipynb"):
+        flashcards.write_deck(tmp_path / "x.apkg", [empty], book_dir=BOOK)
+
+
+def test_cli_checks_the_output_path_before_work(tmp_path):
+    missing = tmp_path / "no" / "such" / "folder" / "deck.apkg"
+    result = subprocess.run([sys.executable, "-m", "layernorm_tutorial.flashcards", "--out",
+                             str(missing)], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(missing.parent) in lines[0]
+    assert not missing.exists()
+    wrong = subprocess.run([sys.executable, "-m", "layernorm_tutorial.flashcards", "--out",
+                            str(tmp_path / "deck.txt")], capture_output=True, text=True,
+                           timeout=120)
+    assert wrong.returncode != 0 and ".apkg" in wrong.stderr
+
+
+def test_cli_writes_the_deck(tmp_path):
+    out = tmp_path / "deck.apkg"
+    result = subprocess.run([sys.executable, "-m", "layernorm_tutorial.flashcards", "--out",
+                             str(out), "--lang", "zh"], capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert str(out) in result.stdout and zipfile.is_zipfile(out)
