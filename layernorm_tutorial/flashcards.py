@@ -48,8 +48,9 @@ _LABEL = re.compile(r"^\((?P<label>[A-Za-z0-9_.:-]+)\)=\s*$", re.M)
 _QUESTION = re.compile(r"^### +(?P<title>.+?)\s*$", re.M)
 _SECTION = re.compile(r"^## +(?P<title>.+?)\s*$", re.M)
 _CHINESE_TITLE = re.compile(r"^\*\*(?P<title>[^*\n]*[\u4e00-\u9fff][^*\n]*)\*\*\s*$", re.M)
-_ANSWER = re.compile(r"^(?P<fence>:{3,})\{admonition\} *Model answer[^\n]*\n(?P<body>.*?)^(?P=fence)\s*$",
-                     re.M | re.S)
+_ANSWER = re.compile(
+    r"^(?P<fence>:{3,})\{admonition\} *Model answer[^\n]*\n(?P<body>.*?)^(?P=fence)\s*$",
+    re.M | re.S)
 _OPTION = re.compile(r"^:[a-z-]+:.*$", re.M)
 _SHORT_PREFIX = re.compile(r"^\*\*Short answer[:：]?\*\*:?\s*", re.I)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -188,12 +189,15 @@ class Renderer:
         text = re.sub(r"^%.*$\n?", "", text, flags=re.M)          # MyST comment lines
         md = MarkdownIt("commonmark", {"html": False}).enable("table")
         md.use(dollarmath_plugin, double_inline=True)
-        md.add_render_rule("math_inline",
-                           lambda _renderer, tokens, i, *_: f"\\({html.escape(tokens[i].content)}\\)")
-        md.add_render_rule("math_block",
-                           lambda _renderer, tokens, i, *_: f"\\[{html.escape(tokens[i].content)}\\]\n")
-        md.add_render_rule("math_block_label",
-                           lambda _renderer, tokens, i, *_: f"\\[{html.escape(tokens[i].content)}\\]\n")
+        def inline(_renderer, tokens, i, *_):
+            return f"\\({html.escape(tokens[i].content)}\\)"
+
+        def block(_renderer, tokens, i, *_):
+            return f"\\[{html.escape(tokens[i].content)}\\]\n"
+
+        md.add_render_rule("math_inline", inline)
+        md.add_render_rule("math_block", block)
+        md.add_render_rule("math_block_label", block)
         return md.render(text).strip()
 
 

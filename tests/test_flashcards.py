@@ -63,7 +63,7 @@ def test_every_note_has_english_and_chinese_and_a_short_answer(deck):
         assert CJK.search(note["chinese"]), note["label"]
         assert CJK.search(note["front"]) and note["english"] in note["front"]
         assert note["short"].strip() and note["short"] not in note["answer"], note["label"]
-        assert f'example.org/book/' in note["link"] and f'#{note["label"]}' in note["link"]
+        assert 'example.org/book/' in note["link"] and f'#{note["label"]}' in note["link"]
         assert not re.search(r"\{(term|cite|ref|doc|eq|numref)[:a-z]*\}`", note["answer"]), \
             f"raw MyST role left in {note['label']}"
         assert ":class:" not in note["answer"] and ":::" not in note["answer"]
