@@ -26,14 +26,20 @@ def check_tensor(value, name: str) -> None:
         raise RuntimeError(f"{name} must have a floating-point dtype, got {value.dtype}")
 
 
+def _is_integer(value) -> bool:
+    """Python and NumPy integers (``numbers.Integral``), but not bools."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def as_shape(normalized_shape) -> tuple[int, ...]:
-    """Turn an int, list, tuple or torch.Size into a tuple of ints."""
-    if isinstance(normalized_shape, int):
-        return (normalized_shape,)
+    """Turn an int, a NumPy integer, or a sequence of them (list, tuple, torch.Size) into a
+    tuple of Python ints: the one rule for ``normalized_shape`` in the whole package."""
+    if _is_integer(normalized_shape):
+        return (int(normalized_shape),)
     if isinstance(normalized_shape, Sequence) and all(
-        isinstance(d, int) for d in normalized_shape
+        _is_integer(d) for d in normalized_shape
     ):
-        return tuple(normalized_shape)
+        return tuple(int(d) for d in normalized_shape)
     raise TypeError(
         "normalized_shape must be an int or a sequence of ints, "
         f"got {normalized_shape!r}"
@@ -109,9 +115,59 @@ def check_running_stat(stat, name: str, num_channels: int) -> None:
         )
 
 
-def check_eps(eps, name: str = "eps") -> None:
-    if eps is not None and not (isinstance(eps, (int, float)) and eps >= 0):
+def as_eps(eps, name: str = "eps"):
+    """``eps`` as a Python float (None stays None, for rms_norm's default).
+
+    Any real number is accepted, as torch accepts it: Python and NumPy scalars, 0-d tensors,
+    and bools (``True`` is 1.0). Non-numbers raise TypeError (torch's type), negative values
+    ValueError (torch would return NaN instead)."""
+    if eps is None:
+        return None
+    if isinstance(eps, torch.Tensor):
+        if eps.numel() != 1 or eps.is_complex():
+            raise TypeError(f"{name} must be a real number, got a tensor of shape "
+                            f"{list(eps.shape)} and dtype {eps.dtype}")
+        eps = eps.item()
+    if not isinstance(eps, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {eps!r}")
+    value = float(eps)
+    if not value >= 0:  # also refuses NaN
         raise ValueError(f"{name} must be a non-negative number, got {eps!r}")
+    return value
+
+
+def check_eps(eps, name: str = "eps") -> None:
+    """Raise unless ``eps`` is None or a non-negative real number (see :func:`as_eps`)."""
+    as_eps(eps, name)
+
+
+def check_batch_norm_eps(eps, training: bool) -> None:
+    """Torch's rule: training-mode batch norm needs ``eps > 0`` (a constant channel would
+    divide 0 by 0); evaluation mode needs ``eps >= 0``. Same ValueError text as torch 2.13."""
+    value = as_eps(eps)
+    if training and value <= 0.0:
+        shown = eps if isinstance(eps, numbers.Real) else value
+        raise ValueError(f"batch_norm eps must be positive during training, but got {shown}")
+
+
+def check_param_dtypes(fn: str, input: torch.Tensor, **params) -> None:
+    """Torch's CPU rule for mixed dtypes, with a message naming the argument.
+
+    Every parameter that is not None (weight, bias, running statistics) must have the input's
+    dtype, or fp32 when the input is fp16/bf16 (mixed precision); and all of them must share
+    one dtype. Torch raises RuntimeError("mixed dtype (CPU): ...") otherwise."""
+    allowed = {input.dtype, compute_dtype(input.dtype)}
+    given = {name: p.dtype for name, p in params.items() if isinstance(p, torch.Tensor)}
+    for name, dtype in given.items():
+        if dtype not in allowed:
+            expected = " or ".join(str(d) for d in sorted(allowed, key=str))
+            raise RuntimeError(
+                f"{fn}: mixed dtypes: {name} has dtype {dtype} but input has dtype "
+                f"{input.dtype}; expected {name} of dtype {expected} (convert one of them "
+                "with .to(dtype))")
+    if len(set(given.values())) > 1:
+        listed = ", ".join(f"{name}={dtype}" for name, dtype in given.items())
+        raise RuntimeError(f"{fn}: mixed dtypes: parameters must share one dtype, got {listed}")
 
 
 def check_momentum(momentum, name: str = "momentum") -> None:
@@ -134,7 +190,8 @@ def check_batch_norm_args(input, running_mean, running_var, weight, bias,
     check_running_stat(running_var, "running_var", num_channels)
     check_param(weight, "weight", (num_channels,))
     check_param(bias, "bias", (num_channels,))
-    check_eps(eps)
+    check_param_dtypes("batch_norm", input, running_mean=running_mean,
+                       running_var=running_var, weight=weight, bias=bias)
     check_momentum(momentum)
     if training:
         verify_batch_size(input.shape)
@@ -142,16 +199,17 @@ def check_batch_norm_args(input, running_mean, running_var, weight, bias,
         raise RuntimeError(
             "batch_norm: running_mean and running_var must be tensors when training=False"
         )
+    check_batch_norm_eps(eps, training)  # after the batch-size check, in torch's order
 
 
-def check_layer_norm_args(input, normalized_shape, weight, bias, eps) -> tuple[int, ...]:
-    """All argument checks of ``layer_norm`` (functional and hand-derived autograd alike).
+def check_layer_norm_args(input, normalized_shape, weight, bias, eps):
+    """All argument checks of ``layer_norm`` (functional, hand-derived autograd and Triton).
 
-    Returns ``normalized_shape`` as a tuple of ints."""
+    Returns ``(shape, eps)``: ``normalized_shape`` as a tuple of ints and ``eps`` as a float."""
     check_tensor(input, "input")
     shape = as_shape(normalized_shape)
     check_normalized_shape(input, shape)
     check_param(weight, "weight", shape)
     check_param(bias, "bias", shape)
-    check_eps(eps)
-    return shape
+    check_param_dtypes("layer_norm", input, weight=weight, bias=bias)
+    return shape, as_eps(eps)

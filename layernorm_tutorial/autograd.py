@@ -17,6 +17,13 @@ The two subtracted terms remove from :math:`g` its component along the all-ones 
 :math:`g` projected onto the subspace orthogonal to both, scaled by ``rstd``. Layer norm takes
 the means over the normalized trailing dims; batch norm (training mode) over the batch and
 spatial dims of each channel: the same formula on different axes.
+
+Double backward. The backward is written in ordinary differentiable tensor ops, so it can
+itself be differentiated (``create_graph=True``: Hessian-vector products, gradient
+penalties, meta-learning). The saved ``norm`` and ``rstd`` were computed without a graph,
+so when the backward runs with grad mode on it recomputes them from the saved input with
+:func:`~layernorm_tutorial.functional.standardize`; a plain ``.backward()`` uses the saved
+ones and costs no extra pass.
 """
 
 from __future__ import annotations
@@ -25,10 +32,12 @@ import torch
 
 from . import functional
 from ._validation import (
+    as_eps,
     check_batch_norm_args,
     check_layer_norm_args,
     compute_dtype,
 )
+from .running_stats import update_running_stats
 
 __all__ = ["LayerNormFunction", "BatchNormFunction", "layer_norm", "batch_norm",
            "normalization_backward"]
@@ -47,29 +56,33 @@ def normalization_backward(dout, norm, rstd, weight, dims):
     return (dnorm - c2 - norm * c1) * rstd
 
 
+def _norm_and_rstd(ctx, dims):
+    """Saved ``(norm, rstd)``; recomputed from the saved input, with a graph, when the
+    backward itself is being differentiated (grad mode on: ``create_graph=True``)."""
+    input, _, norm, rstd = ctx.saved_tensors
+    if torch.is_grad_enabled() and ctx.batch_statistics:
+        cache = functional.standardize(input.to(norm.dtype), dims, ctx.eps)
+        return cache.norm, cache.rstd
+    return norm, rstd
+
+
 class LayerNormFunction(torch.autograd.Function):
     """Layer norm over the trailing ``len(normalized_shape)`` dims; see the module docstring."""
 
     @staticmethod
     def forward(ctx, input, normalized_shape, weight, bias, eps):
-        dims = tuple(range(input.dim() - len(normalized_shape), input.dim()))
-        x = input.to(compute_dtype(input.dtype))                    # (*, *normalized_shape)
-        _, xshift, var = functional.moments(x, dims)                 # var: (*, 1, ..., 1)
-        rstd = torch.rsqrt(var + eps)                                # (*, 1, ..., 1)
-        norm = xshift * rstd                                         # x_hat, like x
-        w = weight.to(x.dtype) if weight is not None else None
-        out = norm * w if w is not None else norm
-        if bias is not None:
-            out = out + bias.to(x.dtype)
-        ctx.save_for_backward(norm, rstd, weight)
-        ctx.dims = dims
-        ctx.has_bias = bias is not None
-        return out.to(input.dtype)
+        out, cache = functional.layer_norm_forward(input, normalized_shape, weight, bias, eps)
+        ctx.save_for_backward(input, weight, cache.norm, cache.rstd)   # norm: like input
+        ctx.dims = tuple(range(input.dim() - len(normalized_shape), input.dim()))
+        ctx.eps, ctx.batch_statistics = eps, True
+        ctx.bias_dtype = bias.dtype if bias is not None else None
+        return out
 
     @staticmethod
     def backward(ctx, dout):
-        norm, rstd, weight = ctx.saved_tensors
+        weight = ctx.saved_tensors[1]
         dims = ctx.dims
+        norm, rstd = _norm_and_rstd(ctx, dims)                       # rstd: (*, 1, ..., 1)
         batch_dims = tuple(range(norm.dim() - len(dims)))
         g = dout.to(norm.dtype)
         w = weight.to(norm.dtype) if weight is not None else None
@@ -83,14 +96,15 @@ class LayerNormFunction(torch.autograd.Function):
 
         if weight is not None and ctx.needs_input_grad[2]:
             dweight = sum_rows(g * norm).to(weight.dtype)
-        if ctx.has_bias and ctx.needs_input_grad[3]:
-            dbias = sum_rows(g).to(dout.dtype)
+        if ctx.bias_dtype is not None and ctx.needs_input_grad[3]:
+            dbias = sum_rows(g).to(ctx.bias_dtype)
         return dx, None, dweight, dbias, None
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
-    """Layer norm with the hand-derived backward; signature of ``torch.nn.functional``."""
-    shape = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
+    """Layer norm with the hand-derived (and twice differentiable) backward; signature of
+    ``torch.nn.functional``."""
+    shape, eps = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
     return LayerNormFunction.apply(input, shape, weight, bias, eps)
 
 
@@ -104,57 +118,53 @@ class BatchNormFunction(torch.autograd.Function):
         stat_shape = (1, -1) + (1,) * (ndim - 2)
         x = input.to(compute_dtype(input.dtype))                    # (N, C, *)
         if training:
-            mean, xshift, var = functional.moments(x, dims)          # (1, C, 1, ...)
-            count = input.numel() // input.shape[1]                  # M per channel
-            with torch.no_grad():
-                if running_mean is not None:
-                    running_mean.mul_(1 - momentum).add_(
-                        momentum * mean.reshape(-1).to(running_mean.dtype))
-                if running_var is not None:
-                    running_var.mul_(1 - momentum).add_(
-                        momentum * (var.reshape(-1) * count / (count - 1)).to(running_var.dtype))
+            cache = functional.standardize(x, dims, eps)             # stats: (1, C, 1, ...)
+            update_running_stats(running_mean, running_var, cache.mean, cache.var,
+                                 input.numel() // input.shape[1], momentum)
+            norm, rstd = cache.norm, cache.rstd
         else:
             mean = running_mean.to(x.dtype).reshape(stat_shape)
-            var = running_var.to(x.dtype).reshape(stat_shape)
-            xshift = x - mean
-        rstd = torch.rsqrt(var + eps)                                # (1, C, 1, ...)
-        norm = xshift * rstd                                         # (N, C, *)
+            rstd = torch.rsqrt(running_var.to(x.dtype).reshape(stat_shape) + eps)
+            norm = (x - mean) * rstd                                 # (N, C, *)
         w = weight.to(x.dtype).reshape(stat_shape) if weight is not None else None
         out = norm * w if w is not None else norm
         if bias is not None:
             out = out + bias.to(x.dtype).reshape(stat_shape)
-        ctx.save_for_backward(norm, rstd, weight)
-        ctx.dims, ctx.stat_shape = dims, stat_shape
-        ctx.training, ctx.has_bias = training, bias is not None
+        ctx.save_for_backward(input, weight, norm, rstd)
+        ctx.dims, ctx.stat_shape, ctx.eps = dims, stat_shape, eps
+        ctx.batch_statistics = training
+        ctx.bias_dtype = bias.dtype if bias is not None else None
         return out.to(input.dtype)
 
     @staticmethod
     def backward(ctx, dout):
-        norm, rstd, weight = ctx.saved_tensors
+        weight = ctx.saved_tensors[1]
         dims, stat_shape = ctx.dims, ctx.stat_shape
+        norm, rstd = _norm_and_rstd(ctx, dims)                       # rstd: (1, C, 1, ...)
         g = dout.to(norm.dtype)
         w = weight.to(norm.dtype).reshape(stat_shape) if weight is not None else None
         dx = dweight = dbias = None
         if ctx.needs_input_grad[0]:
-            if ctx.training:
+            if ctx.batch_statistics:
                 dx = normalization_backward(g, norm, rstd, w, dims)
             else:  # running statistics are constants: y is affine in x
                 dx = g * rstd * w if w is not None else g * rstd
             dx = dx.to(dout.dtype)
         if weight is not None and ctx.needs_input_grad[3]:
             dweight = (g * norm).sum(dims).to(weight.dtype)
-        if ctx.has_bias and ctx.needs_input_grad[4]:
-            dbias = g.sum(dims).to(dout.dtype)
+        if ctx.bias_dtype is not None and ctx.needs_input_grad[4]:
+            dbias = g.sum(dims).to(ctx.bias_dtype)
         return dx, None, None, dweight, dbias, None, None, None
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None,
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5):
-    """Batch norm with the hand-derived backward; signature of ``torch.nn.functional``."""
+    """Batch norm with the hand-derived (and twice differentiable) backward; signature of
+    ``torch.nn.functional``."""
     check_batch_norm_args(input, running_mean, running_var, weight, bias,
                           training, momentum, eps)
     if input.numel() == 0:
         return functional.batch_norm(input, running_mean, running_var, weight, bias,
                                      training, momentum, eps)
     return BatchNormFunction.apply(input, running_mean, running_var, weight, bias,
-                                   bool(training), momentum, eps)
+                                   bool(training), momentum, as_eps(eps))

@@ -29,6 +29,8 @@ from math import prod
 import numpy as np
 import torch
 
+from .functional import rms_norm, standardize
+
 FAMILY = ("batch", "layer", "instance", "group", "rms")
 LAYOUTS = {"NCHW": ("N", "C", "H", "W"), "BTC": ("B", "T", "C")}
 DISPLAY_NAMES = {
@@ -192,7 +194,9 @@ def family_normalize(x: torch.Tensor, name: str, layout: str = "NCHW", num_group
 
     One implementation for the whole family: group norm splits the channel axis into
     (G, C // G) and reduces the second factor; everybody else reduces the axes of
-    :func:`reduction_axes`. Variance is biased; eps is inside the square root.
+    :func:`reduction_axes`. Variance is biased; eps is inside the square root. The
+    computation is :func:`~layernorm_tutorial.functional.standardize` (RMS norm:
+    :func:`~layernorm_tutorial.functional.rms_norm`), the core every norm here uses.
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
@@ -211,12 +215,9 @@ def family_normalize(x: torch.Tensor, name: str, layout: str = "NCHW", num_group
         x_view = x
     axes = tuple(axes)
     if s.centers:
-        mean = x_view.mean(dim=axes, keepdim=True)
-        centered = x_view - mean
-        var = (centered * centered).mean(dim=axes, keepdim=True)
-        out = centered / torch.sqrt(var + eps)
-    else:
-        out = x_view / torch.sqrt((x_view * x_view).mean(dim=axes, keepdim=True) + eps)
+        out = standardize(x_view, axes, eps).norm         # the package's one core
+    else:  # RMS norm reduces the trailing axes in both layouts
+        out = rms_norm(x_view, x_view.shape[min(axes):], None, eps)
     return out.reshape(shape)
 
 

@@ -28,24 +28,30 @@ fp16 and bf16 inputs are computed in fp32 and returned in the input's dtype.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ._validation import (
+    as_eps,
     as_shape,
     check_batch_norm_args,
     check_channels_input,
-    check_eps,
     check_layer_norm_args,
+    check_momentum,
     check_normalized_shape,
     check_param,
+    check_param_dtypes,
     check_running_stat,
     check_tensor,
     compute_dtype,
     verify_batch_size,
     verify_spatial_size,
 )
+from .running_stats import update_running_stats
 
-__all__ = ["moments", "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm"]
+__all__ = ["moments", "NormCache", "standardize", "layer_norm_forward", "layer_norm",
+           "batch_norm", "group_norm", "instance_norm", "rms_norm"]
 
 
 def moments(x: torch.Tensor, dims: tuple[int, ...]):
@@ -70,6 +76,54 @@ def moments(x: torch.Tensor, dims: tuple[int, ...]):
     return mean, xshift, var
 
 
+@dataclass(frozen=True)
+class NormCache:
+    """What the backward pass needs from the forward (llm.c's ``cache``), plus ``var`` for
+    batch norm's running statistics. Read it by attribute: ``cache.rstd``."""
+
+    mean: torch.Tensor  # size 1 along the reduced dims, else like x
+    var: torch.Tensor   # biased variance, shape of mean
+    rstd: torch.Tensor  # 1 / sqrt(var + eps), shape of mean
+    norm: torch.Tensor  # x_hat = (x - mean) * rstd, shape of x
+
+
+def standardize(x: torch.Tensor, dims: tuple[int, ...], eps: float) -> NormCache:
+    r"""The one normalization step of the package: statistics of ``x`` over ``dims``.
+
+    .. math:: \hat{x} = (x - \mu)\,\mathrm{rstd}, \qquad
+              \mathrm{rstd} = 1/\sqrt{\sigma^2 + \epsilon}
+
+    with :math:`\mu, \sigma^2` the mean and biased variance over ``dims`` (from
+    :func:`moments`). No argument checks, no affine step, no dtype change: callers cast to
+    the compute dtype first. Differentiable by autograd.
+    """
+    mean, xshift, var = moments(x, dims)                  # mean, var: size 1 along dims
+    rstd = torch.rsqrt(var + eps)                         # eps inside the square root
+    return NormCache(mean, var, rstd, xshift * rstd)      # norm: shape of x
+
+
+def layer_norm_forward(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    r"""Layer norm forward returning ``(out, cache)``: the core behind every torch LN here.
+
+    Shapes: ``input`` is ``(*, *normalized_shape)``; ``weight`` (gamma) and ``bias`` (beta)
+    are ``normalized_shape`` or None. ``out`` has the shape and dtype of ``input``;
+    ``cache`` is a :class:`NormCache` in the compute dtype (fp32 for fp16/bf16 inputs):
+    ``mean`` and ``rstd`` of shape ``(*, 1, ..., 1)`` and ``norm`` of the input's shape.
+
+    .. math:: y = \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} \odot \gamma + \beta
+    """
+    shape, eps = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
+    dims = tuple(range(input.dim() - len(shape), input.dim()))
+    x = input.to(compute_dtype(input.dtype))              # (*, *normalized_shape)
+    cache = standardize(x, dims, eps)
+    out = cache.norm
+    if weight is not None:
+        out = out * weight.to(x.dtype)
+    if bias is not None:
+        out = out + bias.to(x.dtype)
+    return out.to(input.dtype), cache
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     r"""Layer normalization over the trailing ``normalized_shape`` dimensions.
 
@@ -80,23 +134,23 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
 
     with :math:`\mu, \sigma^2` the mean and biased variance over the ``H = prod(normalized_shape)``
     trailing elements of each row (one pair per row, shared by all its features).
+    Parameters must have the input's dtype (or fp32 for fp16/bf16 input), as torch requires.
     """
-    shape = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
-    dims = tuple(range(input.dim() - len(shape), input.dim()))
-    x = input.to(compute_dtype(input.dtype))
-    _, xshift, var = moments(x, dims)                     # var: (*, 1, ..., 1)
-    rstd = torch.rsqrt(var + eps)                         # eps inside the square root
-    out = xshift * rstd                                   # x_hat, (*, *normalized_shape)
-    if weight is not None:
-        out = out * weight.to(x.dtype)
-    if bias is not None:
-        out = out + bias.to(x.dtype)
-    return out.to(input.dtype)
+    return layer_norm_forward(input, normalized_shape, weight, bias, eps)[0]
 
 
 def _channel_view(t: torch.Tensor, ndim: int) -> torch.Tensor:
     """Reshape a per-channel vector ``(C,)`` to ``(1, C, 1, ..., 1)`` for an ``ndim`` input."""
     return t.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _channel_affine(norm, weight, bias):
+    """``norm * weight + bias`` with per-channel ``(C,)`` parameters (either may be None)."""
+    if weight is not None:
+        norm = norm * _channel_view(weight.to(norm.dtype), norm.dim())
+    if bias is not None:
+        norm = norm + _channel_view(bias.to(norm.dtype), norm.dim())
+    return norm
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None,
@@ -106,9 +160,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,
     Shapes: ``input`` is ``(N, C, *)``; ``running_mean``, ``running_var``, ``weight``,
     ``bias`` are ``(C,)`` or None. Output: shape and dtype of ``input``.
 
-    Training (``training=True``) normalizes with the batch's mean and *biased* variance over
-    the ``M = N * prod(*)`` values of each channel and, when running statistics are given,
-    updates them in place with the *unbiased* variance:
+    Training (``training=True``, which needs ``eps > 0`` as in torch) normalizes with the
+    batch's mean and *biased* variance over the ``M = N * prod(*)`` values of each channel
+    and, when running statistics are given, updates them in place with the *unbiased*
+    variance (:func:`~layernorm_tutorial.running_stats.update_running_stats`):
 
     .. math::
 
@@ -119,40 +174,26 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,
     """
     check_batch_norm_args(input, running_mean, running_var, weight, bias,
                           training, momentum, eps)
-    num_channels = input.shape[1]
-    if input.numel() == 0:  # like torch: nothing to normalize, running stats untouched
-        out = input.clone()
-        if weight is not None:
-            out = out * _channel_view(weight, input.dim())
-        if bias is not None:
-            out = out + _channel_view(bias, input.dim())
-        return out
+    return _batch_norm(input, running_mean, running_var, weight, bias,
+                       training, momentum, as_eps(eps))
 
-    ndim = input.dim()
-    dims = (0,) + tuple(range(2, ndim))
-    x = input.to(compute_dtype(input.dtype))
+
+def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
+    """:func:`batch_norm` without the argument checks (instance norm reuses it)."""
+    if input.numel() == 0:  # like torch: nothing to normalize, running stats untouched
+        return _channel_affine(input.clone(), weight, bias)
+    dims = (0,) + tuple(range(2, input.dim()))
+    x = input.to(compute_dtype(input.dtype))              # (N, C, *)
     if training:
-        mean, xshift, var = moments(x, dims)              # mean, var: (1, C, 1, ...)
-        if running_mean is not None or running_var is not None:
-            count = input.numel() // num_channels         # M values per channel
-            with torch.no_grad():
-                if running_mean is not None:
-                    batch_mean = mean.reshape(-1).to(running_mean.dtype)
-                    running_mean.mul_(1 - momentum).add_(momentum * batch_mean)
-                if running_var is not None:
-                    unbiased = (var.reshape(-1) * count / (count - 1)).to(running_var.dtype)
-                    running_var.mul_(1 - momentum).add_(momentum * unbiased)
+        cache = standardize(x, dims, eps)                 # mean, rstd: (1, C, 1, ...)
+        update_running_stats(running_mean, running_var, cache.mean, cache.var,
+                             input.numel() // input.shape[1], momentum)
+        norm = cache.norm
     else:
-        mean = _channel_view(running_mean.to(x.dtype), ndim)
-        var = _channel_view(running_var.to(x.dtype), ndim)
-        xshift = x - mean
-    rstd = torch.rsqrt(var + eps)                         # (1, C, 1, ...)
-    out = xshift * rstd
-    if weight is not None:
-        out = out * _channel_view(weight.to(x.dtype), ndim)
-    if bias is not None:
-        out = out + _channel_view(bias.to(x.dtype), ndim)
-    return out.to(input.dtype)
+        mean = _channel_view(running_mean.to(x.dtype), x.dim())
+        var = _channel_view(running_var.to(x.dtype), x.dim())
+        norm = (x - mean) * torch.rsqrt(var + eps)
+    return _channel_affine(norm, weight, bias).to(input.dtype)
 
 
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
@@ -177,17 +218,13 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
         )
     check_param(weight, "weight", (c,))
     check_param(bias, "bias", (c,))
-    check_eps(eps)
+    check_param_dtypes("group_norm", input, weight=weight, bias=bias)
+    eps = as_eps(eps)
     verify_batch_size([n * c // num_groups, num_groups] + list(input.shape[2:]))
     group_size = (c // num_groups) * _prod(input.shape[2:])
     x = input.to(compute_dtype(input.dtype)).reshape(n, num_groups, group_size)
-    _, xshift, var = moments(x, (2,))                     # var: (N, G, 1)
-    out = (xshift * torch.rsqrt(var + eps)).reshape(input.shape)
-    if weight is not None:
-        out = out * _channel_view(weight.to(out.dtype), input.dim())
-    if bias is not None:
-        out = out + _channel_view(bias.to(out.dtype), input.dim())
-    return out.to(input.dtype)
+    norm = standardize(x, (2,), eps).norm.reshape(input.shape)   # rows of (N, G, group)
+    return _channel_affine(norm, weight, bias).to(input.dtype)
 
 
 def _prod(sizes) -> int:
@@ -215,16 +252,23 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     check_running_stat(running_var, "running_var", c)
     check_param(weight, "weight", (c,))
     check_param(bias, "bias", (c,))
+    check_param_dtypes("instance_norm", input, running_mean=running_mean,
+                       running_var=running_var, weight=weight, bias=bias)
+    check_momentum(momentum)
+    eps = as_eps(eps)
     if use_input_stats:
         verify_spatial_size(input.shape)
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("instance_norm: running_mean and running_var must be tensors "
+                           "when use_input_stats=False")
     folded = input.reshape((1, n * c) + tuple(input.shape[2:]))
     rm = running_mean.repeat(n) if running_mean is not None else None
     rv = running_var.repeat(n) if running_var is not None else None
-    out = batch_norm(
+    out = _batch_norm(
         folded, rm, rv,
         weight.repeat(n) if weight is not None else None,
         bias.repeat(n) if bias is not None else None,
-        training=use_input_stats, momentum=momentum, eps=eps,
+        use_input_stats, momentum, eps,
     )
     if use_input_stats and n > 0:
         with torch.no_grad():
@@ -246,12 +290,16 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     ``eps=None`` means the machine epsilon of the compute dtype (fp32 for fp16/bf16 inputs),
     as in torch. Squares are taken in the compute dtype, so fp16 inputs near 300 (whose
     squares overflow fp16) stay finite.
+
+    Mixed dtypes are allowed, as in torch's CPU ``rms_norm`` (the one norm that does not
+    refuse them): the weight is cast to the input's compute dtype and the output has the
+    input's dtype.
     """
     check_tensor(input, "input")
     shape = as_shape(normalized_shape)
     check_normalized_shape(input, shape)
     check_param(weight, "weight", shape)
-    check_eps(eps)
+    eps = as_eps(eps)
     dims = tuple(range(input.dim() - len(shape), input.dim()))
     x = input.to(compute_dtype(input.dtype))
     if eps is None:

@@ -7,35 +7,34 @@ directions. Each ``forward`` is one call to the functional implementation.
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 from torch import nn
 
-from . import functional as F
+from . import functional
+from ._validation import as_shape
+from .running_stats import momentum_factor
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "InstanceNorm2d"]
 
 
-def _normalized_shape(normalized_shape) -> tuple[int, ...]:
-    if isinstance(normalized_shape, numbers.Integral):
-        return (int(normalized_shape),)
-    return tuple(int(d) for d in normalized_shape)
+def _register_affine(module: nn.Module, shape, affine: bool, bias: bool | None,
+                     factory) -> None:
+    """Register ``weight`` (gamma) and ``bias`` (beta) of ``shape``, or None, as torch does.
 
-
-def _register_affine(module: nn.Module, shape, affine: bool, bias: bool, factory) -> None:
-    """Register ``weight`` (gamma) and ``bias`` (beta) of ``shape``, or None, as torch does."""
+    ``bias=None`` means the module has no bias at all (RMS norm): only ``weight`` is
+    registered."""
     weight = nn.Parameter(torch.empty(shape, **factory)) if affine else None
     module.register_parameter("weight", weight)
-    module.register_parameter(
-        "bias", nn.Parameter(torch.empty(shape, **factory)) if affine and bias else None)
+    if bias is not None:
+        module.register_parameter(
+            "bias", nn.Parameter(torch.empty(shape, **factory)) if affine and bias else None)
 
 
 def _reset_affine(module: nn.Module) -> None:
     """gamma = 1 and beta = 0: the normalization starts as a pure standardization."""
     if module.weight is not None:
         nn.init.ones_(module.weight)
-    if module.bias is not None:
+    if getattr(module, "bias", None) is not None:
         nn.init.zeros_(module.bias)
 
 
@@ -47,7 +46,7 @@ class LayerNorm(nn.Module):
                  bias: bool = True, device=None, dtype=None):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
-        self.normalized_shape = _normalized_shape(normalized_shape)
+        self.normalized_shape = as_shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         _register_affine(self, self.normalized_shape, elementwise_affine, bias, factory)
@@ -57,7 +56,7 @@ class LayerNorm(nn.Module):
         _reset_affine(self)
 
     def forward(self, input):
-        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        return functional.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
@@ -71,22 +70,18 @@ class RMSNorm(nn.Module):
     def __init__(self, normalized_shape, eps: float | None = None,
                  elementwise_affine: bool = True, device=None, dtype=None):
         super().__init__()
-        self.normalized_shape = _normalized_shape(normalized_shape)
+        self.normalized_shape = as_shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = nn.Parameter(
-                torch.empty(self.normalized_shape, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
+        _register_affine(self, self.normalized_shape, elementwise_affine, None,
+                         {"device": device, "dtype": dtype})
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.weight is not None:
-            nn.init.ones_(self.weight)
+        _reset_affine(self)
 
     def forward(self, input):
-        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+        return functional.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
@@ -114,7 +109,7 @@ class GroupNorm(nn.Module):
         _reset_affine(self)
 
     def forward(self, input):
-        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+        return functional.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
@@ -169,11 +164,10 @@ class _BatchNorm(_NormBase):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             self.num_batches_tracked.add_(1)
-            if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked)
+            factor = momentum_factor(self.momentum, self.num_batches_tracked)
         use_batch_stats = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
-        return F.batch_norm(
+        return functional.batch_norm(
             input,
             self.running_mean if track else None,
             self.running_var if track else None,
@@ -222,7 +216,7 @@ class InstanceNorm2d(_NormBase):
         return self._normalize(input)
 
     def _normalize(self, input):
-        return F.instance_norm(
+        return functional.instance_norm(
             input, self.running_mean, self.running_var, self.weight, self.bias,
             self.training or not self.track_running_stats,
             self.momentum if self.momentum is not None else 0.0, self.eps,
