@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from layernorm_tutorial import functional
 from layernorm_tutorial.triton_kernels import (
     MAX_BLOCK_N,
     layer_norm,
@@ -239,9 +240,42 @@ def test_sixteen_bit_partial_buffers_lose_precision():
 
 
 def test_parameter_gradients_keep_the_parameter_dtype():
-    x = torch.randn(3, 17, device=DEVICE, requires_grad=True)
-    bias = torch.randn(17, device=DEVICE).half().requires_grad_()
-    dy = torch.randn(3, 17, device=DEVICE)
+    # Mixed precision (half input, float32 bias) is the one dtype mix the shared rule allows.
+    x = torch.randn(3, 17, device=DEVICE).half().requires_grad_()
+    bias = torch.randn(17, device=DEVICE, requires_grad=True)
+    dy = torch.randn(3, 17, device=DEVICE).half()
     (db,) = torch.autograd.grad(layer_norm(x, 17, None, bias), (bias,), dy)
-    assert db.dtype == torch.float16
-    torch.testing.assert_close(db.float(), dy.sum(0), rtol=2e-3, atol=2e-3)
+    assert db.dtype == torch.float32
+    torch.testing.assert_close(db, dy.float().sum(0), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("eps", [-1e-5, float("nan"), "1e-5"])
+def test_bad_eps_is_refused_exactly_as_functional_does(eps):
+    # Issue 12 item 3: the Triton path accepted a negative eps silently.
+    x = torch.randn(2, 5, device=DEVICE)
+    with pytest.raises((ValueError, TypeError)) as theirs:
+        functional.layer_norm(x, (5,), eps=eps)
+    with pytest.raises(theirs.type) as ours:
+        layer_norm(x, (5,), eps=eps)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_eps_as_numpy_scalar_or_tensor_is_accepted():
+    x, w, b, dy = _make((3, 17), (17,), torch.float32, seed=11)
+    expected = layer_norm(x, (17,), w, b, 1e-3)
+    for eps in (np.float32(1e-3), np.float64(1e-3), torch.tensor(1e-3)):
+        torch.testing.assert_close(layer_norm(x, (17,), w, b, eps), expected, rtol=1e-6,
+                                   atol=1e-6)
+
+
+def test_mixed_dtypes_are_refused_like_functional():
+    x = torch.randn(2, 5, device=DEVICE)
+    with pytest.raises(RuntimeError, match="mixed dtypes"):
+        layer_norm(x, (5,), weight=torch.ones(5, device=DEVICE).half())
+
+
+def test_compile_only_flag_conflicts_with_the_interpreter(monkeypatch):
+    monkeypatch.setenv("LAYERNORM_TRITON_COMPILE_ONLY", "1")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(RuntimeError, match="unset TRITON_INTERPRET"):
+        arrange_backend()

@@ -17,6 +17,10 @@ import torch
 
 _FLAG = "TRITON_INTERPRET"
 _TRUE = {"1", "true", "on", "yes"}
+# Set to 1 by ``aot.compile_in_subprocess``: define the kernels for Triton's compiler (so that
+# ``triton.compile`` can build PTX and cubins for a GPU target) even without a GPU. Kernels
+# defined this way can be compiled ahead of time but not launched on this machine.
+COMPILE_ONLY_FLAG = "LAYERNORM_TRITON_COMPILE_ONLY"
 
 _HOW_TO_FIX = (
     "Set the environment variable TRITON_INTERPRET=1 before anything imports triton "
@@ -44,6 +48,10 @@ def _triton_was_imported_interpreted() -> bool:
     return type(helper).__name__ == "InterpretedFunction"
 
 
+def _triton_was_imported_interpreted_if_imported() -> bool:
+    return "triton" in sys.modules and _triton_was_imported_interpreted()
+
+
 def arrange_backend() -> bool:
     """Make Triton usable in this process; return True when kernels will be interpreted.
 
@@ -56,7 +64,17 @@ def arrange_backend() -> bool:
     - No GPU, Triton already imported without the interpreter: RuntimeError. (Setting the
       flag now would not help: Triton's own library functions were already defined for
       compilation, and the interpreter refuses to call them.)
+    - ``LAYERNORM_TRITON_COMPILE_ONLY=1`` (no GPU needed): kernels are defined for the
+      compiler, for ahead-of-time compilation only (returns False); RuntimeError if the
+      interpreter is switched on as well, since the two exclude each other.
     """
+    if os.environ.get(COMPILE_ONLY_FLAG, "") == "1":
+        if _flag_is_on() or _triton_was_imported_interpreted_if_imported():
+            raise RuntimeError(
+                f"{COMPILE_ONLY_FLAG}=1 asks for kernels defined for Triton's compiler, but "
+                f"{_FLAG} (Triton's CPU interpreter) is on: unset {_FLAG} in that process."
+            )
+        return False
     if torch.cuda.is_available():
         return _flag_is_on()
     explicit = os.environ.get(_FLAG)

@@ -21,11 +21,20 @@ import triton.language as tl
 
 @triton.jit
 def layer_norm_fwd_kernel(
-    X, Y, W, B, Mean, Rstd,  # pointers: input/output rows, gamma, beta, per-row statistics
-    stride_x, stride_y,  # elements between the starts of consecutive rows
-    N, eps,
-    HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    BLOCK_N: tl.constexpr, ROW_FITS_BLOCK: tl.constexpr,
+    X,  # pointer to the input rows (M, N), any of fp32/fp16/bf16
+    Y,  # pointer to the output rows (M, N), the input's dtype
+    W,  # pointer to gamma (N,); unused when HAS_WEIGHT is False
+    B,  # pointer to beta (N,); unused when HAS_BIAS is False
+    Mean,  # pointer to the per-row means (M,), float32, written here
+    Rstd,  # pointer to the per-row 1 / sqrt(var + eps) (M,), float32, written here
+    stride_x,  # elements between the starts of consecutive rows of X
+    stride_y,  # elements between the starts of consecutive rows of Y
+    N,  # number of features in a row
+    eps,  # added to the variance under the square root
+    HAS_WEIGHT: tl.constexpr,  # multiply by gamma
+    HAS_BIAS: tl.constexpr,  # add beta
+    BLOCK_N: tl.constexpr,  # lanes per block, a power of two
+    ROW_FITS_BLOCK: tl.constexpr,  # N <= BLOCK_N: the row is held in registers
 ):
     """y = (x - mean) * rstd * w + b for one row; saves mean and rstd (float32)."""
     row = tl.program_id(0).to(tl.int64)  # int64: row * stride may exceed 2**31
@@ -79,13 +88,49 @@ def layer_norm_fwd_kernel(
 
 
 @triton.jit
+def _xhat_dy_wdy(
+    X_row,  # pointer to the first element of one input row
+    DY_row,  # pointer to the first element of the same row of the upstream gradient
+    W,  # pointer to gamma (N,); unused when HAS_WEIGHT is False
+    mean,  # the row's mean (float32 scalar)
+    rstd,  # the row's 1 / sqrt(var + eps) (float32 scalar)
+    c,  # the columns of this chunk (a block of indices)
+    m,  # c < N: which lanes hold features
+    HAS_WEIGHT: tl.constexpr,  # the forward multiplied by gamma
+):
+    """One chunk of a row, in float32: xhat = (x - mean) * rstd, dy, and wdy = gamma * dy.
+
+    Lanes outside the row (``m`` False) are 0 in all three."""
+    x = tl.load(X_row + c, mask=m, other=0.0).to(tl.float32)
+    dy = tl.load(DY_row + c, mask=m, other=0.0).to(tl.float32)
+    xhat = tl.where(m, (x - mean) * rstd, 0.0)
+    if HAS_WEIGHT:
+        wdy = tl.load(W + c, mask=m, other=0.0).to(tl.float32) * dy
+    else:
+        wdy = dy
+    return xhat, dy, wdy
+
+
+@triton.jit
 def layer_norm_bwd_kernel(
-    DX, DY, X, W, Mean, Rstd,  # pointers
-    PartialDW, PartialDB,  # float32 buffers of shape (num_programs, N): one row per program
-    stride_x, stride_dy, stride_dx,
-    M, N,
-    HAS_WEIGHT: tl.constexpr, COMPUTE_DW: tl.constexpr, COMPUTE_DB: tl.constexpr,
-    BLOCK_N: tl.constexpr, ROW_FITS_BLOCK: tl.constexpr,
+    DX,  # pointer to the input gradient rows (M, N), written here
+    DY,  # pointer to the upstream gradient rows (M, N)
+    X,  # pointer to the input rows (M, N)
+    W,  # pointer to gamma (N,); unused when HAS_WEIGHT is False
+    Mean,  # pointer to the per-row means saved by the forward (M,), float32
+    Rstd,  # pointer to the per-row rstd saved by the forward (M,), float32
+    PartialDW,  # float32 (num_programs, N): one row of partial dgamma per program
+    PartialDB,  # float32 (num_programs, N): one row of partial dbeta per program
+    stride_x,  # elements between the starts of consecutive rows of X
+    stride_dy,  # ... of DY
+    stride_dx,  # ... of DX
+    M,  # number of rows
+    N,  # number of features in a row
+    HAS_WEIGHT: tl.constexpr,  # the forward multiplied by gamma
+    COMPUTE_DW: tl.constexpr,  # write partial dgamma
+    COMPUTE_DB: tl.constexpr,  # write partial dbeta
+    BLOCK_N: tl.constexpr,  # lanes per block, a power of two
+    ROW_FITS_BLOCK: tl.constexpr,  # N <= BLOCK_N: the row is held in registers
 ):
     """dx for rows pid, pid + P, pid + 2P, ... and this program's partial sums of dw, db.
 
@@ -149,13 +194,8 @@ def layer_norm_bwd_kernel(
             for start in range(0, N, BLOCK_N):
                 c = start + cols
                 m = c < N
-                x = tl.load(X + row64 * stride_x + c, mask=m, other=0.0).to(tl.float32)
-                dy = tl.load(DY + row64 * stride_dy + c, mask=m, other=0.0).to(tl.float32)
-                xhat = tl.where(m, (x - mean) * rstd, 0.0)
-                if HAS_WEIGHT:
-                    wdy = tl.load(W + c, mask=m, other=0.0).to(tl.float32) * dy
-                else:
-                    wdy = dy
+                xhat, dy, wdy = _xhat_dy_wdy(X + row64 * stride_x, DY + row64 * stride_dy, W,
+                                             mean, rstd, c, m, HAS_WEIGHT)
                 sum_xhat_wdy += xhat * wdy
                 sum_wdy += wdy
             c1 = tl.sum(sum_xhat_wdy, axis=0) / N
@@ -164,13 +204,8 @@ def layer_norm_bwd_kernel(
             for start in range(0, N, BLOCK_N):
                 c = start + cols
                 m = c < N
-                x = tl.load(X + row64 * stride_x + c, mask=m, other=0.0).to(tl.float32)
-                dy = tl.load(DY + row64 * stride_dy + c, mask=m, other=0.0).to(tl.float32)
-                xhat = tl.where(m, (x - mean) * rstd, 0.0)
-                if HAS_WEIGHT:
-                    wdy = tl.load(W + c, mask=m, other=0.0).to(tl.float32) * dy
-                else:
-                    wdy = dy
+                xhat, dy, wdy = _xhat_dy_wdy(X + row64 * stride_x, DY + row64 * stride_dy, W,
+                                             mean, rstd, c, m, HAS_WEIGHT)
                 dx = (wdy - (xhat * c1 + c2)) * rstd
                 tl.store(DX + row64 * stride_dx + c, dx.to(DX.dtype.element_ty), mask=m)
                 if COMPUTE_DW:
@@ -183,9 +218,12 @@ def layer_norm_bwd_kernel(
 
 @triton.jit
 def sum_rows_kernel(
-    Partial, Out,  # Partial: float32 (G, N) contiguous; Out: (N,) in the parameter's dtype
-    G, N,
-    BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+    Partial,  # pointer to the float32 partial sums (G, N), contiguous
+    Out,  # pointer to the column sums (N,), in the parameter's dtype
+    G,  # number of partial rows
+    N,  # number of columns
+    BLOCK_G: tl.constexpr,  # partial rows added per step
+    BLOCK_N: tl.constexpr,  # columns per program
 ):
     """Out[j] = sum_g Partial[g, j] for the BLOCK_N columns of this program, in fixed order."""
     pid = tl.program_id(0)

@@ -13,11 +13,14 @@ from collections.abc import Sequence
 import torch
 import triton
 
+from .._validation import check_layer_norm_args
 from .kernels import layer_norm_bwd_kernel, layer_norm_fwd_kernel, sum_rows_kernel
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-MAX_BLOCK_N = 16384  # longest row kept in registers; longer rows are walked in chunks
+MAX_BLOCK_N = 16384  # forward: longest row kept in registers; longer rows are walked in chunks
+MAX_BLOCK_N_BACKWARD = 8192  # backward: five row-sized blocks; 16384 spills (see aot)
 REDUCE_BLOCK_G, REDUCE_BLOCK_N = 32, 128  # tile of the dgamma/dbeta column reduction
+REDUCE_NUM_WARPS = 4  # warps per program of the column reduction
 # The interpreter runs programs one after another in Python: fewer, wider tiles are faster.
 INTERPRETER_REDUCE_BLOCK_N = 4096
 INTERPRETER_PROGRAMS = 8  # backward programs under the interpreter (it runs them in turn)
@@ -31,6 +34,13 @@ def block_size(n: int, max_block_n: int = MAX_BLOCK_N) -> int:
 def num_warps_for(block_n: int) -> int:
     """Warps per program: about 256 elements per warp, between 1 and 16 (not tuned on a GPU)."""
     return min(max(block_n // 256, 1), 16)
+
+
+def launch_config(n: int, max_block_n: int) -> tuple[int, int, bool]:
+    """``(BLOCK_N, num_warps, ROW_FITS_BLOCK)`` for rows of ``n`` elements, block capped at
+    ``max_block_n``: the one rule both launchers (and the ahead-of-time compile test) use."""
+    block_n = block_size(n, max_block_n)
+    return block_n, num_warps_for(block_n), n <= block_n
 
 
 def backward_programs(m: int, device: torch.device) -> int:
@@ -69,12 +79,12 @@ def layer_norm_forward(x2d: torch.Tensor, weight: torch.Tensor | None,
     rstd = torch.empty(m, dtype=torch.float32, device=x2d.device) if rstd is None else rstd
     if m == 0 or n == 0:
         return y, mean.fill_(float("nan")), rstd.fill_(float("nan"))
-    block_n = block_size(n, max_block_n)
+    block_n, num_warps, row_fits_block = launch_config(n, max_block_n)
     layer_norm_fwd_kernel[(m,)](
         x2d, y, weight if weight is not None else x2d, bias if bias is not None else x2d,
         mean, rstd, x2d.stride(0), y.stride(0), n, eps,
         HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, ROW_FITS_BLOCK=n <= block_n, num_warps=num_warps_for(block_n),
+        BLOCK_N=block_n, ROW_FITS_BLOCK=row_fits_block, num_warps=num_warps,
     )
     return y, mean, rstd
 
@@ -87,7 +97,8 @@ def sum_partials(partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         return out
     block_n = REDUCE_BLOCK_N if partial.device.type == "cuda" else INTERPRETER_REDUCE_BLOCK_N
     grid = (triton.cdiv(n, block_n),)
-    sum_rows_kernel[grid](partial, out, g, n, BLOCK_G=REDUCE_BLOCK_G, BLOCK_N=block_n)
+    sum_rows_kernel[grid](partial, out, g, n, BLOCK_G=REDUCE_BLOCK_G, BLOCK_N=block_n,
+                          num_warps=REDUCE_NUM_WARPS)
     return out
 
 
@@ -95,7 +106,8 @@ def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Ten
                         mean: torch.Tensor, rstd: torch.Tensor, *, compute_dw: bool = True,
                         compute_db: bool = True, dx: torch.Tensor | None = None,
                         bias_dtype: torch.dtype | None = None,
-                        num_programs: int | None = None, max_block_n: int = MAX_BLOCK_N):
+                        num_programs: int | None = None,
+                        max_block_n: int = MAX_BLOCK_N_BACKWARD):
     """Gradients of LayerNorm for rows (M, N): returns ``(dx, dweight or None, dbias or None)``.
 
     ``dx`` has the input's dtype; ``dweight``/``dbias`` (N,) are reduced in float32 and cast
@@ -118,12 +130,12 @@ def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Ten
     f32 = dict(dtype=torch.float32, device=x2d.device)
     partial_dw = torch.empty((programs, n), **f32) if compute_dw else rstd
     partial_db = torch.empty((programs, n), **f32) if compute_db else rstd
-    block_n = block_size(n, max_block_n)
+    block_n, num_warps, row_fits_block = launch_config(n, max_block_n)
     layer_norm_bwd_kernel[(programs,)](
         dx, dy2d, x2d, weight if weight is not None else x2d, mean, rstd,
         partial_dw, partial_db, x2d.stride(0), dy2d.stride(0), dx.stride(0), m, n,
         HAS_WEIGHT=weight is not None, COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db,
-        BLOCK_N=block_n, ROW_FITS_BLOCK=n <= block_n, num_warps=num_warps_for(block_n),
+        BLOCK_N=block_n, ROW_FITS_BLOCK=row_fits_block, num_warps=num_warps,
     )
     dweight = sum_partials(partial_dw, param_dtype) if compute_dw else None
     dbias = sum_partials(partial_db, bias_dtype or param_dtype) if compute_db else None
@@ -160,18 +172,18 @@ class TritonLayerNormFunction(torch.autograd.Function):
                 db.view(ctx.param_shape) if db is not None else None, None)
 
 
-def _check_param(name: str, p: torch.Tensor | None, shape: tuple[int, ...], x: torch.Tensor):
-    if p is None:
-        return
-    if not isinstance(p, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor or None, got {type(p).__name__}")
-    if tuple(p.shape) != shape:
-        raise RuntimeError(f"{name}: expected shape {list(shape)} (normalized_shape), "
-                           f"got {list(p.shape)}")
-    if p.device != x.device:
-        raise RuntimeError(f"{name}: expected device {x.device}, got {p.device}")
-    if p.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"{name}: expected dtype float32, float16 or bfloat16, got {p.dtype}")
+def _check_device_and_dtype(input: torch.Tensor, **params) -> None:
+    """What only the kernels need on top of layer_norm's shared checks: supported dtypes and
+    parameters on the input's device."""
+    if input.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"input: expected dtype float32, float16 or bfloat16, got {input.dtype}")
+    for name, p in params.items():
+        if p is None:
+            continue
+        if p.device != input.device:
+            raise RuntimeError(f"{name}: expected device {input.device}, got {p.device}")
+        if p.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(f"{name}: expected dtype float32, float16 or bfloat16, got {p.dtype}")
 
 
 def layer_norm(input: torch.Tensor, normalized_shape: int | Sequence[int],
@@ -183,19 +195,9 @@ def layer_norm(input: torch.Tensor, normalized_shape: int | Sequence[int],
     ``(*, *normalized_shape)``): y = (x - mean) / sqrt(var + eps) * weight + bias, biased
     variance, statistics in float32. Input dtypes float32, float16, bfloat16; the output has
     the input's dtype and shape (contiguous). Differentiable in input, weight and bias.
+    Arguments are checked by the same rules as ``functional.layer_norm``
+    (``_validation.check_layer_norm_args``: shapes, mixed dtypes, ``eps >= 0``).
     """
-    if not isinstance(input, torch.Tensor):
-        raise TypeError(f"input: expected a torch.Tensor, got {type(input).__name__}")
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if not all(isinstance(d, int) for d in shape) or len(shape) == 0:
-        raise TypeError(f"normalized_shape: expected an int or a non-empty sequence of ints, "
-                        f"got {normalized_shape!r}")
-    if input.dim() < len(shape) or tuple(input.shape[input.dim() - len(shape):]) != shape:
-        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
-                           f"[*, {', '.join(map(str, shape))}], but got input of size "
-                           f"{list(input.shape)}")
-    if input.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"input: expected dtype float32, float16 or bfloat16, got {input.dtype}")
-    _check_param("weight", weight, shape, input)
-    _check_param("bias", bias, shape, input)
-    return TritonLayerNormFunction.apply(input, shape, weight, bias, float(eps))
+    shape, eps = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
+    _check_device_and_dtype(input, weight=weight, bias=bias)
+    return TritonLayerNormFunction.apply(input, shape, weight, bias, eps)
