@@ -5,8 +5,8 @@ Every cell maps one time step ``x_t`` of shape ``(B, input_size)`` and a recurre
 ``h`` for Elman cells and the pair ``(h, c)`` for LSTM cells. :func:`run_sequence` (or the
 module :class:`RecurrentLayer`) unrolls a cell over a batch-first sequence ``(B, T, input_size)``.
 
-Cells (stable API, used by the book's RNN and evidence chapters)
-----------------------------------------------------------------
+Cells (used by the book's RNN and evidence chapters):
+
 ``ElmanRNNCell``             h_t = f(W_hh h_{t-1} + W_xh x_t + b)
 ``LayerNormElmanRNNCell``    Ba et al. (2016), eq. for the LN-RNN:
                              a_t = W_hh h_{t-1} + W_xh x_t,
@@ -19,10 +19,11 @@ Cells (stable API, used by the book's RNN and evidence chapters)
 Build any of them by name with :func:`make_cell` (kinds: ``"rnn"``, ``"ln_rnn"``,
 ``"bn_rnn"``, ``"lstm"``, ``"ln_lstm"``, ``"bn_lstm"``).
 
-The per-time-step BatchNorm cells keep running statistics for each step index ``t`` they saw
-in training. In evaluation mode a step beyond the longest training sequence has no
-statistics: by default this raises :class:`UnseenTimeStepError`; ``on_unseen_step="reuse_last"``
-reuses the statistics of the last trained step (the workaround of Cooijmans et al., 2017).
+The per-time-step BatchNorm cells keep running statistics per step index ``t`` in
+:class:`~layernorm_tutorial.per_step_batch_norm.PerStepBatchNorm` (a step beyond the longest
+training sequence raises, or with ``on_unseen_step="reuse_last"`` reuses the last step's
+statistics, as Cooijmans et al., 2017 suggest). The chapter's experiments and data are in
+:mod:`layernorm_tutorial.rnn_experiments`.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .functional import layer_norm_forward
+from .per_step_batch_norm import PerStepBatchNorm, UnseenTimeStepError  # noqa: F401 (shim)
 
 __all__ = [
     "BatchNormElmanRNNCell",
@@ -41,10 +44,8 @@ __all__ = [
     "LSTMCell",
     "LayerNormElmanRNNCell",
     "LayerNormLSTMCell",
-    "PerStepBatchNorm",
     "RecurrentLayer",
     "SequenceClassifier",
-    "UnseenTimeStepError",
     "layer_norm_summed_inputs",
     "make_cell",
     "run_sequence",
@@ -74,6 +75,13 @@ def _check_step_input(cell: nn.Module, x_t: Tensor) -> None:
         )
 
 
+def _uniform_init(hidden_size: int, *params: Tensor) -> None:
+    """``U(-1/sqrt(H), 1/sqrt(H))`` in place, as ``torch.nn.RNNCell`` initializes."""
+    bound = 1.0 / math.sqrt(hidden_size)
+    for p in params:
+        nn.init.uniform_(p, -bound, bound)
+
+
 def layer_norm_summed_inputs(a: Tensor, gain: Tensor, bias: Tensor | None,
                              eps: float = 1e-5) -> Tensor:
     """Normalize summed inputs over the last axis as in Ba et al. (2016).
@@ -82,87 +90,9 @@ def layer_norm_summed_inputs(a: Tensor, gain: Tensor, bias: Tensor | None,
     (biased variance, ``eps`` inside the square root, one scalar pair per row), and the result
     is ``gain / sigma * (a - mu) + bias`` with ``gain`` and ``bias`` of shape ``(H,)``.
     The paper writes the formula without ``eps``; it only guards against ``sigma = 0``.
-    This is the same computation as ``torch.nn.functional.layer_norm(a, (H,), gain, bias, eps)``.
+    It is the package's layer norm over the last axis (:func:`functional.layer_norm_forward`).
     """
-    mu = a.mean(dim=-1, keepdim=True)
-    sigma = torch.sqrt(((a - mu) ** 2).mean(dim=-1, keepdim=True) + eps)
-    out = gain / sigma * (a - mu)
-    return out if bias is None else out + bias
-
-
-class UnseenTimeStepError(RuntimeError):
-    """A per-time-step BatchNorm was asked for a step it has no running statistics for."""
-
-
-class PerStepBatchNorm(nn.Module):
-    """BatchNorm over the batch with one set of running statistics per time step.
-
-    ``forward(a, t)`` normalizes ``a`` of shape ``(B, num_features)`` at time step ``t``
-    (0-based). In training mode it uses the batch's mean and biased variance at this step and
-    updates ``running_mean[t]``, ``running_var[t]`` (unbiased variance, momentum as in torch);
-    in evaluation mode it uses the running statistics of step ``t``. The gain ``weight`` and
-    bias are shared across time steps. ``steps_seen`` counts the steps with statistics.
-
-    For ``t >= steps_seen`` in evaluation mode: ``on_unseen_step="error"`` raises
-    :class:`UnseenTimeStepError`; ``"reuse_last"`` uses the statistics of step
-    ``steps_seen - 1``.
-    """
-
-    def __init__(self, num_features: int, max_steps: int = 256, eps: float = 1e-5,
-                 momentum: float = 0.1, affine: bool = True, weight_init: float = 1.0,
-                 on_unseen_step: str = "error"):
-        super().__init__()
-        if on_unseen_step not in ("error", "reuse_last"):
-            raise ValueError(
-                f"on_unseen_step must be 'error' or 'reuse_last', got {on_unseen_step!r}"
-            )
-        if max_steps <= 0:
-            raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
-        self.num_features, self.max_steps = num_features, max_steps
-        self.eps, self.momentum, self.on_unseen_step = eps, momentum, on_unseen_step
-        if affine:
-            self.weight = nn.Parameter(torch.full((num_features,), float(weight_init)))
-            self.bias = nn.Parameter(torch.zeros(num_features))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.register_buffer("running_mean", torch.zeros(max_steps, num_features))
-        self.register_buffer("running_var", torch.ones(max_steps, num_features))
-        self.register_buffer("steps_seen", torch.tensor(0, dtype=torch.long))
-
-    def forward(self, a: Tensor, t: int) -> Tensor:
-        if self.training:
-            if t >= self.max_steps:
-                raise UnseenTimeStepError(
-                    f"time step {t} exceeds max_steps={self.max_steps} statistics slots"
-                )
-            if a.shape[0] < 2:
-                raise ValueError(
-                    "per-time-step BatchNorm needs more than 1 sample per batch in training, "
-                    f"got input of shape {tuple(a.shape)}"
-                )
-            mean = a.mean(dim=0)
-            var = a.var(dim=0, unbiased=False)
-            with torch.no_grad():
-                n = a.shape[0]
-                self.running_mean[t].lerp_(mean.detach(), self.momentum)
-                self.running_var[t].lerp_(var.detach() * n / (n - 1), self.momentum)
-                self.steps_seen.fill_(max(int(self.steps_seen), t + 1))
-        else:
-            seen = int(self.steps_seen)
-            if t >= seen:
-                if self.on_unseen_step == "error" or seen == 0:
-                    raise UnseenTimeStepError(
-                        f"no BatchNorm statistics for time step {t}: training sequences had "
-                        f"at most {seen} steps (a test sequence longer than every training "
-                        "sequence). Use LayerNorm, or on_unseen_step='reuse_last'."
-                    )
-                t = seen - 1
-            mean, var = self.running_mean[t], self.running_var[t]
-        out = (a - mean) / torch.sqrt(var + self.eps)
-        if self.weight is not None:
-            out = out * self.weight + self.bias
-        return out
+    return layer_norm_forward(a, (a.shape[-1],), gain, bias, eps)[0]
 
 
 class ElmanRNNCell(nn.Module):
@@ -190,10 +120,7 @@ class ElmanRNNCell(nn.Module):
         self.bias = nn.Parameter(torch.empty(self.hidden_size))
 
     def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in (self.weight_xh, self.weight_hh):
-            nn.init.uniform_(p, -bound, bound)
-        nn.init.uniform_(self.bias, -bound, bound)
+        _uniform_init(self.hidden_size, self.weight_xh, self.weight_hh, self.bias)
 
     def initial_state(self, batch_size: int, dtype=None, device=None) -> Tensor:
         return torch.zeros(batch_size, self.hidden_size, dtype=dtype, device=device)
@@ -234,9 +161,7 @@ class LayerNormElmanRNNCell(ElmanRNNCell):
         self.bias = nn.Parameter(torch.zeros(self.hidden_size))
 
     def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in (self.weight_xh, self.weight_hh):
-            nn.init.uniform_(p, -bound, bound)
+        _uniform_init(self.hidden_size, self.weight_xh, self.weight_hh)
         nn.init.ones_(self.weight)
         nn.init.zeros_(self.bias)
 
@@ -265,9 +190,7 @@ class BatchNormElmanRNNCell(ElmanRNNCell):
         self.register_parameter("bias", None)
 
     def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in (self.weight_xh, self.weight_hh):
-            nn.init.uniform_(p, -bound, bound)
+        _uniform_init(self.hidden_size, self.weight_xh, self.weight_hh)
 
     def pre_activation(self, a: Tensor, t: int) -> Tensor:
         return self.norm(a, t)
@@ -298,9 +221,7 @@ class LSTMCell(nn.Module):
         pass
 
     def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in (self.weight_ih, self.weight_hh, self.bias):
-            nn.init.uniform_(p, -bound, bound)
+        _uniform_init(self.hidden_size, self.weight_ih, self.weight_hh, self.bias)
 
     def initial_state(self, batch_size: int, dtype=None, device=None):
         zeros = torch.zeros(batch_size, self.hidden_size, dtype=dtype, device=device)
@@ -471,143 +392,8 @@ class SequenceClassifier(nn.Module):
         return self.head(outputs[:, -1])
 
 
-# --------------------------------------------------------------------------------------------
-# Experiments used by the book's RNN chapter (small enough for a 2-core CPU)
-# --------------------------------------------------------------------------------------------
-
-
-def set_recurrent_scale(cell: ElmanRNNCell, scale: float, seed: int = 0) -> ElmanRNNCell:
-    """Set ``W_hh = scale * G / sqrt(H)`` and ``W_xh = G' / sqrt(I)`` with Gaussian G, G'.
-
-    The spectral radius of ``W_hh`` is then close to ``scale`` (circular law), so ``scale < 1``
-    shrinks and ``scale > 1`` grows a linear recurrence. Biases are zeroed. Returns the cell.
-    """
-    g = torch.Generator().manual_seed(seed)
-    h, i = cell.hidden_size, cell.input_size
-    with torch.no_grad():
-        cell.weight_hh.copy_(scale * torch.randn(h, h, generator=g) / math.sqrt(h))
-        cell.weight_xh.copy_(torch.randn(h, i, generator=g) / math.sqrt(i))
-        cell.bias.zero_()
-    return cell
-
-
-def unrolled_dynamics(layer_norm: bool, recurrent_scale: float, steps: int = 150,
-                      hidden_size: int = 64, input_size: int = 8, batch_size: int = 32,
-                      nonlinearity: str = "tanh", inputs: str = "impulse",
-                      seed: int = 0) -> dict:
-    """Unroll a (LN-)Elman RNN at initialization and record how signals travel through time.
-
-    ``inputs="impulse"`` feeds ``x_0 ~ N(0, I)`` and zeros afterwards (the RNN is then a
-    ``steps``-deep weight-shared network applied to ``x_0``); ``"noise"`` feeds ``N(0, I)``
-    at every step. Float64. Returns NumPy arrays indexed by step ``t = 1..steps``:
-
-    * ``state_rms``: mean over the batch of ``||h_t|| / sqrt(H)``;
-    * ``saturation``: fraction of units with ``|h_t| > 0.99`` (tanh's flat region, |z| > 2.65);
-    * ``grad_norm``: mean over the batch of ``||dL/dh_t||`` for ``L = <v, h_T>`` with a
-      random unit-variance ``v``; ``grad_norm[-1]`` is at distance 0 from the loss.
-    """
-    if inputs not in ("impulse", "noise"):
-        raise ValueError(f"inputs must be 'impulse' or 'noise', got {inputs!r}")
-    torch.manual_seed(seed)
-    kind = LayerNormElmanRNNCell if layer_norm else ElmanRNNCell
-    cell = set_recurrent_scale(kind(input_size, hidden_size, nonlinearity), recurrent_scale,
-                               seed).double()
-    g = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(batch_size, steps, input_size, generator=g, dtype=torch.float64)
-    if inputs == "impulse":
-        x[:, 1:] = 0.0
-    h = cell.initial_state(batch_size, torch.float64)
-    states = []
-    for t in range(steps):
-        h, _ = cell(x[:, t], h)
-        h.retain_grad()
-        states.append(h)
-    v = torch.randn(batch_size, hidden_size, generator=g, dtype=torch.float64)
-    (states[-1] * v).sum().backward()
-    stacked = torch.stack([s.detach() for s in states], dim=1)  # (B, T, H)
-    grads = torch.stack([s.grad for s in states], dim=1)
-    return {
-        "state_rms": (stacked.norm(dim=-1) / math.sqrt(hidden_size)).mean(0).numpy(),
-        "saturation": (stacked.abs() > 0.99).double().mean(dim=(0, 2)).numpy(),
-        "grad_norm": grads.norm(dim=-1).mean(0).numpy(),
-    }
-
-
-def normalized_input_spread(cell: nn.Module, x: Tensor) -> Tensor:
-    """Per-step std (over batch and units) of what an Elman cell feeds its nonlinearity.
-
-    Runs ``cell`` over ``x (B, T, I)`` without gradients in its current mode and returns a
-    ``(T,)`` tensor. For a well-normalized cell the values stay near the gain (1 at init).
-    """
-    h = cell.initial_state(x.shape[0], x.dtype)
-    spreads = []
-    with torch.no_grad():
-        for t in range(x.shape[1]):
-            z = cell.pre_activation(cell.summed_inputs(x[:, t], h), t)
-            spreads.append(z.std())
-            h = cell._f(z)
-    return torch.stack(spreads)
-
-
-def random_walk_sequences(batch_size: int, steps: int, input_size: int = 4,
-                          seed: int = 0) -> Tensor:
-    """``x_t = x_{t-1} + e_t`` with ``e_t ~ N(0, I)``: inputs whose scale grows like sqrt(t).
-
-    Shape ``(batch_size, steps, input_size)``, float32. Statistics change with t, so the
-    statistics of one time step do not describe a later one.
-    """
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(batch_size, steps, input_size, generator=g).cumsum(dim=1)
-
-
-def load_digit_sequences(test_fraction: float = 0.25, seed: int = 0):
-    """scikit-learn's 8x8 digits read row by row: 8 steps of 8 pixel intensities in [0, 1].
-
-    Returns ``(x_train, y_train, x_test, y_test)``: float32 tensors ``(N, 8, 8)`` and int64
-    labels, split with a fixed seeded permutation (1797 images in total).
-    """
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    x = torch.tensor(digits.images, dtype=torch.float32) / 16.0
-    y = torch.tensor(digits.target, dtype=torch.long)
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
-    n_test = int(round(test_fraction * len(y)))
-    test, train = perm[:n_test], perm[n_test:]
-    return x[train], y[train], x[test], y[test]
-
-
-def train_sequence_classifier(kind: str, data, hidden_size: int = 32, epochs: int = 10,
-                              batch_size: int = 64, lr: float = 3e-3, seed: int = 0) -> dict:
-    """Train ``SequenceClassifier(kind)`` with Adam on ``data = (x_tr, y_tr, x_te, y_te)``.
-
-    Returns ``{"train_loss": [...], "test_accuracy": [...]}``: the mean training cross-entropy
-    of each epoch and the test accuracy (evaluation mode) after each epoch, both as lists of
-    floats of length ``epochs``. Fully determined by ``seed``.
-    """
-    x_tr, y_tr, x_te, y_te = data
-    torch.manual_seed(seed)
-    model = SequenceClassifier(kind, x_tr.shape[2], hidden_size, int(y_tr.max()) + 1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    g = torch.Generator().manual_seed(seed)
-    history = {"train_loss": [], "test_accuracy": []}
-    for _ in range(epochs):
-        model.train()
-        perm = torch.randperm(len(y_tr), generator=g)
-        total, count = 0.0, 0
-        for start in range(0, len(perm) - 1, batch_size):
-            idx = perm[start:start + batch_size]
-            if len(idx) < 2:  # a batch of 1 has no batch statistics
-                continue
-            loss = F.cross_entropy(model(x_tr[idx]), y_tr[idx])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += float(loss.detach()) * len(idx)
-            count += len(idx)
-        model.eval()
-        with torch.no_grad():
-            accuracy = (model(x_te).argmax(dim=1) == y_te).float().mean()
-        history["train_loss"].append(total / count)
-        history["test_accuracy"].append(float(accuracy))
-    return history
+def __getattr__(name: str):  # shim: removed in the final pass (moved to rnn_experiments)
+    from . import rnn_experiments
+    if name in rnn_experiments.__all__:
+        return getattr(rnn_experiments, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

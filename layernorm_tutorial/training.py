@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._seeding import seeded
 from .nn import LayerNorm
 
 __all__ = [
@@ -84,20 +85,20 @@ def make_mlp(depth: int, width: int = 64, *, layer_norm: bool, in_features: int 
         raise ValueError(f"depth must be a positive int, got {depth!r}")
     if not isinstance(width, int) or width < 2:
         raise ValueError(f"width must be an int >= 2, got {width!r}")
-    torch.manual_seed(seed)
-    layers: list[nn.Module] = []
-    fan_in = in_features
-    for _ in range(depth):
-        linear = nn.Linear(fan_in, width)
-        if he_init:
-            nn.init.kaiming_normal_(linear.weight, nonlinearity="relu")
-            nn.init.zeros_(linear.bias)
-        layers.append(linear)
-        if layer_norm:
-            layers.append(LayerNorm(width))
-        layers.append(nn.ReLU())
-        fan_in = width
-    layers.append(nn.Linear(fan_in, classes))
+    with seeded(seed):  # nn.Linear draws its initial weights from the global generator
+        layers: list[nn.Module] = []
+        fan_in = in_features
+        for _ in range(depth):
+            linear = nn.Linear(fan_in, width)
+            if he_init:
+                nn.init.kaiming_normal_(linear.weight, nonlinearity="relu")
+                nn.init.zeros_(linear.bias)
+            layers.append(linear)
+            if layer_norm:
+                layers.append(LayerNorm(width))
+            layers.append(nn.ReLU())
+            fan_in = width
+        layers.append(nn.Linear(fan_in, classes))
     return nn.Sequential(*layers)
 
 

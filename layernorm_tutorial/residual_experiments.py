@@ -1,0 +1,212 @@
+"""The residual chapter's experiments: signal and gradient propagation through deep stacks.
+
+CPU-sized and seeded: every function takes a ``seed`` and leaves torch's global random state
+unchanged. The models are in :mod:`layernorm_tutorial.transformer`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as TF
+from torch import Tensor
+
+from . import functional
+from ._seeding import seeded
+from .nn import LayerNorm
+from .transformer import TokenTransformer, TransformerEncoder
+
+__all__ = [
+    "gradient_norm_per_layer",
+    "residual_stack_at_init",
+    "residual_variance_by_depth",
+    "reverse_task_batch",
+    "stack_output_spread",
+    "train_reverse_task",
+    "warmup_factor",
+]
+
+
+def _branch_weights(width: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """``W1`` He-initialized (``Var = 2/width``) and ``W2`` with ``Var = 1/width``, float64."""
+    w1 = torch.randn(width, width, generator=generator, dtype=torch.float64) * math.sqrt(2 / width)
+    w2 = torch.randn(width, width, generator=generator, dtype=torch.float64) / math.sqrt(width)
+    return w1, w2
+
+
+def _mlp_branch(width: int, generator: torch.Generator, with_norm: bool):
+    """``F(x) = W2 relu(W1 LN(x))`` (or without LN), weights from :func:`_branch_weights`."""
+    w1, w2 = _branch_weights(width, generator)
+    norm = LayerNorm(width).double() if with_norm else None
+
+    def branch(x: Tensor) -> Tensor:
+        z = norm(x) if norm is not None else x
+        return torch.relu(z @ w1.T) @ w2.T
+
+    return branch
+
+
+def residual_variance_by_depth(depth: int = 40, width: int = 256, batch_size: int = 512,
+                               architecture: str = "residual", seed: int = 0) -> dict:
+    """Track the activation variance ``v_l = Var(x_l)`` through a random deep stack.
+
+    ``architecture``: ``"plain"`` (``x_{l+1} = F(x_l)``, LN at the start of every F),
+    ``"residual"`` (``x_{l+1} = x_l + F(x_l)``, LN inside F: the pre-LN arrangement) or
+    ``"residual_no_norm"`` (``x_{l+1} = x_l + F(x_l)`` without LN). F is a two-layer ReLU MLP
+    (see :func:`_mlp_branch`). ``x_0 ~ N(0, 1)``, float64, no training.
+
+    Returns NumPy arrays: ``variance`` (``depth + 1`` values, ``v_0 .. v_depth``),
+    ``branch_variance`` (``Var(F(x_l))``, ``depth`` values), ``predicted`` (``depth``
+    values, ``v_l + Var(F(x_l))`` for residual stacks and ``Var(F(x_l))`` for plain ones,
+    each computed from the measured quantities of layer ``l``) and ``input_correlation``
+    (``depth + 1`` values, the correlation of the entries of ``x_l`` with those of ``x_0``).
+    """
+    if architecture not in ("plain", "residual", "residual_no_norm"):
+        raise ValueError("architecture must be 'plain', 'residual' or 'residual_no_norm', "
+                         f"got {architecture!r}")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch_size, width, generator=g, dtype=torch.float64)
+    x0 = x.clone()
+    variance, branch_variance, predicted = [float(x.var())], [], []
+    correlation = [1.0]
+    with torch.no_grad():
+        for _ in range(depth):
+            f = _mlp_branch(width, g, with_norm=architecture != "residual_no_norm")(x)
+            branch_variance.append(float(f.var()))
+            if architecture == "plain":
+                predicted.append(float(f.var()))
+                x = f
+            else:
+                predicted.append(float(x.var()) + float(f.var()))
+                x = x + f
+            variance.append(float(x.var()))
+            correlation.append(float(torch.corrcoef(torch.stack([x.flatten(),
+                                                                 x0.flatten()]))[0, 1]))
+    return {"variance": np.array(variance), "branch_variance": np.array(branch_variance),
+            "predicted": np.array(predicted), "input_correlation": np.array(correlation)}
+
+
+def reverse_task_batch(batch_size: int, seq_len: int = 8, vocab_size: int = 16,
+                       generator: torch.Generator | None = None):
+    """Toy task: random tokens ``(B, T)`` and the same sequence reversed as per-position targets."""
+    tokens = torch.randint(0, vocab_size, (batch_size, seq_len), generator=generator)
+    return tokens, tokens.flip(dims=[1])
+
+
+def gradient_norm_per_layer(num_layers: int, norm_first: bool, d_model: int = 32,
+                            nhead: int = 2, dim_feedforward: int = 64, seq_len: int = 8,
+                            vocab_size: int = 16, batch_size: int = 64, seed: int = 0):
+    """At initialization, ``||dL/dW||`` of each block's FFN output weight ``linear2.weight``.
+
+    ``L`` is the cross-entropy of a :class:`TokenTransformer` on one batch of the reverse task;
+    pre-LN models get the final LN. This is the quantity of Xiong et al. (2020), Fig. 3.
+    Returns a NumPy array of ``num_layers`` norms, layer 1 (nearest the input) first.
+    """
+    with seeded(seed):
+        model = TokenTransformer(vocab_size, vocab_size, seq_len, num_layers, d_model, nhead,
+                                 dim_feedforward, norm_first=norm_first)
+    tokens, targets = reverse_task_batch(batch_size, seq_len, vocab_size,
+                                         torch.Generator().manual_seed(seed + 1))
+    logits = model(tokens)
+    TF.cross_entropy(logits.reshape(-1, vocab_size), targets.reshape(-1)).backward()
+    return np.array([float(layer.linear2.weight.grad.norm()) for layer in model.encoder.layers])
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Linear warm-up: ``min(1, (step + 1) / warmup_steps)``; 1 when ``warmup_steps == 0``."""
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps!r}")
+    return 1.0 if warmup_steps == 0 else min(1.0, (step + 1) / warmup_steps)
+
+
+def train_reverse_task(num_layers: int, norm_first: bool, steps: int = 100, lr: float = 1e-3,
+                       warmup_steps: int = 0, d_model: int = 32, nhead: int = 2,
+                       dim_feedforward: int = 64, seq_len: int = 8, vocab_size: int = 16,
+                       batch_size: int = 32, seed: int = 0) -> dict:
+    """Train a small :class:`TokenTransformer` with Adam to reverse token sequences.
+
+    Learning rate ``lr * warmup_factor(step, warmup_steps)``. Fresh random batches each step
+    (a seeded generator), so there is no overfitting. Returns ``{"loss": [...] (one per step),
+    "accuracy": float}``: the per-token accuracy on a held-out batch of 512 sequences after
+    training (chance is ``1 / vocab_size``).
+    """
+    with seeded(seed):  # the model's initial weights come from torch's global generator
+        model = TokenTransformer(vocab_size, vocab_size, seq_len, num_layers, d_model, nhead,
+                                 dim_feedforward, norm_first=norm_first)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr, fused=True)  # fewer kernel calls
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: warmup_factor(step, warmup_steps))
+        g = torch.Generator().manual_seed(seed + 1)
+        losses = []
+        for _ in range(steps):
+            tokens, targets = reverse_task_batch(batch_size, seq_len, vocab_size, g)
+            loss = TF.cross_entropy(model(tokens).reshape(-1, vocab_size), targets.reshape(-1))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            losses.append(float(loss.detach()))
+        tokens, targets = reverse_task_batch(512, seq_len, vocab_size,
+                                             torch.Generator().manual_seed(seed + 10_000))
+        with torch.no_grad():
+            accuracy = float((model(tokens).argmax(-1) == targets).float().mean())
+    return {"loss": losses, "accuracy": accuracy}
+
+
+def stack_output_spread(num_layers: int, norm_first: bool, final_norm: bool | None = None,
+                        d_model: int = 32, nhead: int = 2, dim_feedforward: int = 64,
+                        seq_len: int = 8, batch_size: int = 64, seed: int = 0) -> dict:
+    """At initialization, the spread of the residual stream before and after the final norm.
+
+    Runs a :class:`TransformerEncoder` on ``N(0, 1)`` inputs ``(batch_size, seq_len, d_model)``
+    and returns ``{"stream_std": ..., "output_std": ...}``: the standard deviation of the
+    last block's output (the residual stream) and of the encoder's output (after the final
+    norm, if any), both as floats.
+    """
+    with seeded(seed):
+        encoder = TransformerEncoder(num_layers, d_model, nhead, dim_feedforward,
+                                     norm_first=norm_first, final_norm=final_norm)
+    x = torch.randn(batch_size, seq_len, d_model, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        stream = x
+        for layer in encoder.layers:
+            stream = layer(stream)
+        out = stream if encoder.norm is None else encoder.norm(stream)
+    return {"stream_std": float(stream.std()), "output_std": float(out.std())}
+
+
+def residual_stack_at_init(depth: int = 12, placement: str = "pre", width: int = 64,
+                           batch: int = 32, seed: int = 0):
+    r"""Weight-gradient norms and residual-stream variances of a residual MLP stack at init.
+
+    Block ``l``: ``F(u) = W2 relu(W1 u)`` (weights of :func:`_branch_weights`).
+    ``placement="pre"``: ``x_{l+1} = x_l + F(LN(x_l))`` and a final LN; ``placement="post"``:
+    ``x_{l+1} = LN(x_l + F(x_l))`` (the original Transformer's "Add & Norm"). The loss is
+    ``sum(out * r)`` for a fixed random ``r`` of the output's shape.
+
+    Returns ``(grad_norms, variances)``: ``grad_norms[l] = ||dL/dW2_l||_F`` (shape
+    ``(depth,)``) and ``variances[l] = Var(x_l)`` over all entries (shape ``(depth + 1,)``).
+    Xiong et al. (2020): Post-LN's last-block gradient does not shrink with depth, Pre-LN's
+    shrinks like :math:`1/\sqrt{L}`, because its stream variance grows like :math:`L`.
+    """
+    if placement not in ("pre", "post"):
+        raise ValueError(f"placement must be 'pre' or 'post', got {placement!r}")
+    if depth < 1:
+        raise ValueError(f"depth must be at least 1, got {depth}")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, width, generator=g, dtype=torch.float64)
+    upstream = torch.randn(batch, width, generator=g, dtype=torch.float64)
+    w2s, variances = [], [float(x.var())]
+    for _ in range(depth):
+        w1, w2 = _branch_weights(width, g)
+        w2s.append(w2.requires_grad_(True))
+        if placement == "pre":
+            x = x + torch.relu(functional.layer_norm(x, (width,)) @ w1.T) @ w2.T
+        else:
+            x = functional.layer_norm(x + torch.relu(x @ w1.T) @ w2.T, (width,))
+        variances.append(float(x.detach().var()))
+    out = functional.layer_norm(x, (width,)) if placement == "pre" else x
+    (out * upstream).sum().backward()
+    return np.array([float(w.grad.norm()) for w in w2s]), np.array(variances)
