@@ -57,13 +57,17 @@ def normalization_backward(dout, norm, rstd, weight, dims):
 
 
 def _norm_and_rstd(ctx, dims):
-    """Saved ``(norm, rstd)``; recomputed from the saved input, with a graph, when the
-    backward itself is being differentiated (grad mode on: ``create_graph=True``)."""
+    """Saved ``(norm, rstd)``; when the backward itself is being differentiated (grad mode
+    on: ``create_graph=True``), ``norm`` (and, for batch statistics, ``rstd``) are recomputed
+    from the saved input so that they carry a graph back to it."""
     input, _, norm, rstd = ctx.saved_tensors
-    if torch.is_grad_enabled() and ctx.batch_statistics:
-        cache = functional.standardize(input.to(norm.dtype), dims, ctx.eps)
+    if not torch.is_grad_enabled():
+        return norm, rstd
+    x = input.to(norm.dtype)
+    if ctx.fixed_mean is None:
+        cache = functional.standardize(x, dims, ctx.eps)
         return cache.norm, cache.rstd
-    return norm, rstd
+    return (x - ctx.fixed_mean) * rstd, rstd  # eval-mode batch norm: constant statistics
 
 
 class LayerNormFunction(torch.autograd.Function):
@@ -74,7 +78,7 @@ class LayerNormFunction(torch.autograd.Function):
         out, cache = functional.layer_norm_forward(input, normalized_shape, weight, bias, eps)
         ctx.save_for_backward(input, weight, cache.norm, cache.rstd)   # norm: like input
         ctx.dims = tuple(range(input.dim() - len(normalized_shape), input.dim()))
-        ctx.eps, ctx.batch_statistics = eps, True
+        ctx.eps, ctx.fixed_mean = eps, None
         ctx.bias_dtype = bias.dtype if bias is not None else None
         return out
 
@@ -117,13 +121,14 @@ class BatchNormFunction(torch.autograd.Function):
         dims = (0,) + tuple(range(2, ndim))
         stat_shape = (1, -1) + (1,) * (ndim - 2)
         x = input.to(compute_dtype(input.dtype))                    # (N, C, *)
+        mean = None
         if training:
             cache = functional.standardize(x, dims, eps)             # stats: (1, C, 1, ...)
             update_running_stats(running_mean, running_var, cache.mean, cache.var,
                                  input.numel() // input.shape[1], momentum)
             norm, rstd = cache.norm, cache.rstd
         else:
-            mean = running_mean.to(x.dtype).reshape(stat_shape)
+            mean = running_mean.to(x.dtype).reshape(stat_shape).clone()  # (1, C, 1, ...)
             rstd = torch.rsqrt(running_var.to(x.dtype).reshape(stat_shape) + eps)
             norm = (x - mean) * rstd                                 # (N, C, *)
         w = weight.to(x.dtype).reshape(stat_shape) if weight is not None else None
@@ -132,7 +137,7 @@ class BatchNormFunction(torch.autograd.Function):
             out = out + bias.to(x.dtype).reshape(stat_shape)
         ctx.save_for_backward(input, weight, norm, rstd)
         ctx.dims, ctx.stat_shape, ctx.eps = dims, stat_shape, eps
-        ctx.batch_statistics = training
+        ctx.fixed_mean = mean  # None in training mode: the statistics depend on the input
         ctx.bias_dtype = bias.dtype if bias is not None else None
         return out.to(input.dtype)
 
@@ -145,7 +150,7 @@ class BatchNormFunction(torch.autograd.Function):
         w = weight.to(norm.dtype).reshape(stat_shape) if weight is not None else None
         dx = dweight = dbias = None
         if ctx.needs_input_grad[0]:
-            if ctx.batch_statistics:
+            if ctx.fixed_mean is None:
                 dx = normalization_backward(g, norm, rstd, w, dims)
             else:  # running statistics are constants: y is affine in x
                 dx = g * rstd * w if w is not None else g * rstd

@@ -98,7 +98,7 @@ def test_autograd_and_functional_agree():
 # ------------------------------------------------------------------------------ gradcheck
 @pytest.mark.parametrize("mode", ["both", "weight", "bias", "none"])
 @pytest.mark.parametrize("normalized_shape", [(4,), (2, 3)])
-def test_layer_normgradcheck_wrt(mode, normalized_shape):
+def test_layer_norm_gradcheck_wrt_input_weight_bias(mode, normalized_shape):
     weight, bias = affine_params(mode, normalized_shape, seed=10)
     gradcheck_wrt(A.layer_norm, {"input": randn((3, *normalized_shape), seed=10),
                               "weight": weight, "bias": bias},
@@ -107,7 +107,7 @@ def test_layer_normgradcheck_wrt(mode, normalized_shape):
 
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("shape", [(4, 3), (2, 3, 2), (2, 2, 2, 2)])
-def test_batch_normgradcheck_wrt(training, shape):
+def test_batch_norm_gradcheck_wrt_input_weight_bias(training, shape):
     c = shape[1]
     weight, bias = affine_params("both", (c,), seed=11)
     gradcheck_wrt(A.batch_norm, {"input": randn(shape, seed=11), "weight": weight, "bias": bias,
@@ -121,12 +121,98 @@ def test_batch_norm_gradcheck_without_running_stats_or_affine():
                               "running_var": None}, training=True)
 
 
+# ------------------------------------------------------------------------------ double backward
+def _leaves(tensors):
+    return {k: v.detach().clone().requires_grad_(True) if isinstance(v, torch.Tensor) else v
+            for k, v in tensors.items()}
+
+
+@pytest.mark.parametrize("mode", ["both", "weight", "bias", "none"])
+@pytest.mark.parametrize("normalized_shape", [(4,), (2, 3)])
+def test_layer_norm_gradgradcheck(mode, normalized_shape):
+    """Regression (issue 12, item 1): the backward must itself be differentiable."""
+    weight, bias = affine_params(mode, normalized_shape, seed=30)
+    names = ["input"] + [n for n, t in (("weight", weight), ("bias", bias)) if t is not None]
+    given = {"input": randn((3, *normalized_shape), seed=30), "weight": weight, "bias": bias}
+    leaves = [given[n].clone().requires_grad_(True) for n in names]
+
+    def call(*values):
+        kwargs = {**given, **dict(zip(names, values, strict=True))}
+        return A.layer_norm(kwargs["input"], normalized_shape, kwargs["weight"], kwargs["bias"])
+
+    assert torch.autograd.gradgradcheck(call, leaves, eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_gradgradcheck(training):
+    weight, bias = affine_params("both", (3,), seed=31)
+    rm, rv = randn((3,), seed=32), positive((3,), seed=33)
+
+    def call(input, weight, bias):
+        return A.batch_norm(input, rm.clone(), rv.clone(), weight, bias, training=training)
+
+    leaves = [t.clone().requires_grad_(True) for t in (randn((5, 3, 2), seed=31), weight, bias)]
+    assert torch.autograd.gradgradcheck(call, leaves, eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+def _hessian_vector_products(fn, tensors, seed):
+    """(H v) for the scalar <fn(**tensors), u>, w.r.t. every tensor leaf, with random u, v."""
+    leaves = _leaves(tensors)
+    names = [k for k, v in leaves.items() if isinstance(v, torch.Tensor) and v.requires_grad]
+    out = fn(**leaves)
+    upstream = randn(out.shape, seed=seed)
+    grads = torch.autograd.grad((out * upstream).sum(), [leaves[n] for n in names],
+                                create_graph=True)
+    directions = [randn(leaves[n].shape, seed=seed + 1 + i) for i, n in enumerate(names)]
+    inner = sum((g * d).sum() for g, d in zip(grads, directions, strict=True))
+    hvps = torch.autograd.grad(inner, [leaves[n] for n in names], allow_unused=True)
+    return {n: (h if h is not None else torch.zeros_like(leaves[n]))
+            for n, h in zip(names, hvps, strict=True)}
+
+
+@pytest.mark.parametrize("mode", ["both", "weight", "none"])
+def test_layer_norm_hessian_vector_product_matches_torch(mode):
+    """Regression (issue 12, item 1): with gamma requiring grad, the second-order term for
+    the input was silently dropped (the saved x_hat and rstd carried no graph)."""
+    weight, bias = affine_params(mode, (6,), seed=40)
+    tensors = {"input": randn((4, 6), seed=40), "normalized_shape": (6,), "weight": weight,
+               "bias": bias}
+    mine = _hessian_vector_products(A.layer_norm, tensors, seed=41)
+    ref = _hessian_vector_products(TF.layer_norm, tensors, seed=41)
+    for name in mine:
+        assert_close(mine[name], ref[name], f"Hv w.r.t. {name}")
+    assert mine["input"].abs().max() > 1e-3  # a real second-order term, not zeros
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_hessian_vector_product_matches_torch(training):
+    weight, bias = affine_params("both", (3,), seed=42)
+    rm, rv = randn((3,), seed=43), positive((3,), seed=44)
+
+    def ours(input, weight, bias):
+        return A.batch_norm(input, rm.clone(), rv.clone(), weight, bias, training=training)
+
+    def theirs(input, weight, bias):
+        return TF.batch_norm(input, rm.clone(), rv.clone(), weight, bias, training=training)
+
+    tensors = {"input": randn((5, 3, 2), seed=42), "weight": weight, "bias": bias}
+    mine = _hessian_vector_products(ours, tensors, seed=45)
+    ref = _hessian_vector_products(theirs, tensors, seed=45)
+    for name in mine:
+        assert_close(mine[name], ref[name], f"Hv w.r.t. {name}")
+
+
+def test_plain_backward_uses_the_saved_cache_and_stays_first_order():
+    """Without create_graph the gradient is a constant of the graph (no extra recompute
+    graph is attached), and it still equals torch's."""
+    x = randn((4, 5), seed=46).requires_grad_(True)
+    (dx,) = torch.autograd.grad(A.layer_norm(x, (5,)).pow(3).sum(), x)
+    (ref,) = torch.autograd.grad(TF.layer_norm(x, (5,)).pow(3).sum(), x)
+    assert dx.grad_fn is None and not dx.requires_grad
+    assert_close(dx, ref, "dx")
+
+
 # ------------------------------------------------------------------------------ structure
-def test_functions_are_autograd_functions():
-    assert issubclass(A.LayerNormFunction, torch.autograd.Function)
-    assert issubclass(A.BatchNormFunction, torch.autograd.Function)
-
-
 def test_backward_runs_through_the_hand_written_functions():
     x = randn((4, 3), seed=15).requires_grad_(True)
     ln_nodes = graph_node_names(A.layer_norm(x, (3,)))
