@@ -1,0 +1,111 @@
+"""The ensemble trainer reproduces train_classifier member by member; the sweep's bookkeeping."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from layernorm_tutorial import init_sensitivity as isens
+from layernorm_tutorial.training import DigitsData, load_digits_split, make_mlp, train_classifier
+
+
+@pytest.fixture(scope="module")
+def small_digits():
+    """A float64 subset of the digits: 200 training and 100 test images."""
+    d = load_digits_split(seed=0)
+    return DigitsData(d.x_train[:200].double(), d.y_train[:200], d.x_test[:100].double(),
+                      d.y_test[:100])
+
+
+def test_member_follows_train_classifier(small_digits):
+    # mixed members: with and without LayerNorm, two seeds, two learning rates
+    specs = [(False, 0, 0.05), (True, 1, 0.02), (True, 0, 0.1), (False, 1, 0.02)]
+    models = [make_mlp(3, 16, layer_norm=ln, seed=s, he_init=True).double()
+              for ln, s, _ in specs]
+    ensemble = isens.MLPEnsemble.from_models(models)
+    results = isens.train_ensemble(ensemble, small_digits, epochs=3, batch_size=32,
+                                   lrs=[lr for *_, lr in specs], seeds=[s for _, s, _ in specs])
+    for m, (_, seed, lr) in enumerate(specs):
+        alone = copy.deepcopy(models[m])
+        expected = train_classifier(alone, small_digits, epochs=3, batch_size=32, lr=lr,
+                                    seed=seed)
+        np.testing.assert_allclose(results[m].train_loss, expected.train_loss, rtol=1e-10)
+        np.testing.assert_allclose(results[m].test_loss, expected.test_loss, rtol=1e-10)
+        assert results[m].test_accuracy == expected.test_accuracy
+        for ours, theirs in zip(ensemble.member_parameters(m), alone.parameters(), strict=True):
+            torch.testing.assert_close(ours, theirs, rtol=1e-9, atol=1e-12)
+
+
+def test_diverging_member_stops_and_does_not_disturb_others(small_digits):
+    models = [isens.scaled_he_mlp(6, 16, scale=s, layer_norm=False, seed=0) for s in (1.0, 8.0)]
+    for model in models:
+        model.double()
+    results = isens.train_ensemble(isens.MLPEnsemble.from_models(models), small_digits,
+                                   epochs=4, lrs=[0.05, 1e3], seeds=[0, 0])
+    assert len(results[1].train_loss) < 4 and not math.isfinite(results[1].train_loss[-1])
+    alone = isens.train_ensemble(isens.MLPEnsemble.from_models(models[:1]), small_digits,
+                                 epochs=4, lrs=[0.05], seeds=[0])
+    assert results[0].train_loss == alone[0].train_loss
+
+
+def test_scaled_he_mlp_weights_and_global_rng():
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    small = isens.scaled_he_mlp(4, 256, scale=0.5, layer_norm=False, seed=3)
+    large = isens.scaled_he_mlp(4, 256, scale=2.0, layer_norm=True, seed=3)
+    assert torch.equal(torch.get_rng_state(), state)          # caller's RNG untouched
+    small_linears = [m for m in small if isinstance(m, torch.nn.Linear)]
+    large_linears = [m for m in large if isinstance(m, torch.nn.Linear)]
+    for a, b in zip(small_linears[:-1], large_linears[:-1], strict=True):
+        torch.testing.assert_close(4 * a.weight, b.weight)   # same directions, scale 4x
+        assert a.bias.abs().max() == 0
+    torch.testing.assert_close(small_linears[-1].weight, large_linears[-1].weight)
+    std = small_linears[1].weight.std().item()
+    assert abs(std / (0.5 * math.sqrt(2 / 256)) - 1) < 0.02
+    with pytest.raises(ValueError, match="scale"):
+        isens.scaled_he_mlp(2, scale=0.0, layer_norm=True)
+
+
+def test_layer_norm_nets_start_identical_across_scales():
+    x = torch.randn(5, 64, dtype=torch.float64)
+    logits = []
+    for scale in (0.25, 1.0, 4.0):
+        model = isens.scaled_he_mlp(6, 32, scale=scale, layer_norm=True, seed=1).double()
+        logits.append(isens.MLPEnsemble.from_models([model])(x[None])[0])
+    # identical up to eps: the relative effect is about eps / var(h), 1e-5 / 0.125 at scale 0.25
+    torch.testing.assert_close(logits[0], logits[1], rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(logits[2], logits[1], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(logits[0], logits[1], rtol=1e-9, atol=1e-12)  # eps is visible
+
+
+def test_bad_arguments(small_digits):
+    with pytest.raises(ValueError, match="same layer sizes"):
+        isens.MLPEnsemble.from_models([make_mlp(2, 8, layer_norm=False),
+                                       make_mlp(3, 8, layer_norm=False)])
+    with pytest.raises(ValueError, match="at least one"):
+        isens.MLPEnsemble.from_models([])
+    with pytest.raises(ValueError, match="ReLU"):
+        isens.MLPEnsemble.from_models([torch.nn.Sequential(torch.nn.Linear(4, 4),
+                                                           torch.nn.Tanh(),
+                                                           torch.nn.Linear(4, 2))])
+    ensemble = isens.MLPEnsemble.from_models([make_mlp(2, 8, layer_norm=False)])
+    with pytest.raises(ValueError, match="one lr and one seed"):
+        isens.train_ensemble(ensemble, small_digits, epochs=1, lrs=[0.1, 0.1], seeds=[0])
+    with pytest.raises(ValueError, match="lr > 0"):
+        isens.train_ensemble(ensemble, small_digits, epochs=1, lrs=[0.0], seeds=[0])
+
+
+def test_sweep_shapes_and_spread(small_digits):
+    data = DigitsData(*(t.float() if t.is_floating_point() else t for t in (
+        small_digits.x_train, small_digits.y_train, small_digits.x_test, small_digits.y_test)))
+    sweep = isens.init_scale_sweep(data, scales=(0.5, 1.0), lrs=(0.05,), seeds=(0, 1, 2),
+                                   depth=2, width=16, epochs=2)
+    assert sweep.accuracy.shape == (2, 1, 2, 3) == sweep.train_loss.shape
+    assert ((sweep.accuracy >= 0) & (sweep.accuracy <= 1)).all()
+    spread = sweep.spread(layer_norm=True, lr=0.05)
+    np.testing.assert_allclose(spread["mean"], sweep.accuracy[1, 0].mean(-1))
+    assert (spread["min"] <= spread["mean"]).all() and (spread["mean"] <= spread["max"]).all()
+    with pytest.raises(ValueError):
+        isens.init_scale_sweep(data, scales=(), lrs=(0.05,), seeds=(0,))
