@@ -40,3 +40,37 @@ def test_depth_sweep_one_panel_per_arrangement():
     fig = plots.plot_depth_sweep(curves, chance=2.08)
     assert [ax.get_title() for ax in fig.axes] == ["post-LN", "pre-LN"]
     assert all(len(ax.lines) == 4 for ax in fig.axes)
+
+
+def test_gradient_norm_per_layer_several_seeds_draw_mean_and_band():
+    seeds = np.array([[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]])
+    fig = plots.plot_gradient_norm_per_layer({"pre-LN": seeds})
+    (ax,) = fig.axes
+    assert list(ax.lines[0].get_ydata()) == [2.0, 3.0, 4.0]  # the mean over seeds
+    assert len(ax.collections) == 1  # the min-max band
+    assert "mean of 2" in ax.get_legend().get_texts()[0].get_text()
+
+
+def test_gradient_norm_per_layer_rejects_three_dimensional_input():
+    import pytest
+
+    with pytest.raises(ValueError, match="1-D"):
+        plots.plot_gradient_norm_per_layer({"x": np.ones((2, 3, 4))})
+
+
+def test_loss_curves_several_seeds_mean_line():
+    fig = plots.plot_loss_curves({"a": np.array([[2.0, 1.0], [2.0, 3.0]])})
+    (ax,) = fig.axes
+    assert list(ax.lines[0].get_ydata()) == [2.0, 2.0] and len(ax.collections) == 1
+
+
+def test_gradient_heatmaps_share_one_log_colour_scale():
+    panels = {"post-LN": np.full((4, 3), 0.1), "pre-LN": np.full((4, 3), 1.0)}
+    panels["pre-LN"][0, 0] = 10.0
+    fig = plots.plot_gradient_heatmaps(panels)
+    images = [ax.images[0] for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["post-LN", "pre-LN"]
+    assert len(images) == 2
+    assert all(im.norm.vmin == 0.1 and im.norm.vmax == 10.0 for im in images)
+    assert images[0].get_array().shape == (3, 4)  # layers on the y axis, steps on x
+    assert fig.axes[0].get_ylabel().startswith("layer")

@@ -8,10 +8,27 @@ from ._figure import new_figure
 
 __all__ = [
     "plot_depth_sweep",
+    "plot_gradient_heatmaps",
     "plot_gradient_norm_per_layer",
     "plot_loss_curves",
     "plot_variance_by_depth",
 ]
+
+
+def _mean_and_band(ax, x, values, label, **style):
+    """Plot one run (1-D ``values``) as a line, or several runs (2-D, one row per seed) as
+    their mean with the min-max band shaded. Returns the line."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim == 1:
+        (line,) = ax.plot(x, values, label=label, **style)
+        return line
+    if values.ndim != 2:
+        raise ValueError(f"values must be 1-D (one run) or 2-D (seeds, points), got shape "
+                         f"{values.shape}")
+    (line,) = ax.plot(x, values.mean(axis=0), label=f"{label} (mean of {len(values)})", **style)
+    ax.fill_between(x, values.min(axis=0), values.max(axis=0), color=line.get_color(),
+                    alpha=0.2, linewidth=0)
+    return line
 
 
 def plot_variance_by_depth(results: dict[str, dict]):
@@ -39,24 +56,62 @@ def plot_variance_by_depth(results: dict[str, dict]):
     return fig
 
 
-def plot_gradient_norm_per_layer(norms: dict[str, np.ndarray]):
-    """Gradient norm of each block's FFN output weight against the layer index (1 = input)."""
+def plot_gradient_norm_per_layer(norms: dict[str, np.ndarray],
+                                 ylabel: str = r"$\|\partial L/\partial W_2\|$ at initialization"):
+    """Gradient norm of each block's FFN output weight against the layer index (1 = input).
+
+    ``norms`` maps a label to one run's norms ``(layers,)`` or several seeds' ``(seeds,
+    layers)``; several seeds are drawn as their mean with the min-max band shaded.
+    """
     fig, ax = new_figure(1, 1, height=3.2)
     for label, values in norms.items():
         values = np.asarray(values, dtype=float)
-        ax.plot(np.arange(1, len(values) + 1), values, "o-", markersize=3, label=label)
+        _mean_and_band(ax, np.arange(1, values.shape[-1] + 1), values, label, marker="o",
+                       markersize=3)
     ax.set_xlabel("layer index (1 = nearest the input)")
-    ax.set_ylabel(r"$\|\partial L/\partial W_2\|$ at initialization")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     return fig
 
 
-def plot_loss_curves(curves: dict[str, list[float]], chance: float | None = None):
-    """Training loss per step for several runs; optional dashed line at the chance loss."""
+def plot_gradient_heatmaps(panels: dict[str, np.ndarray]):
+    """One panel per run setting: gradient norm per layer (y) and training step (x).
+
+    ``panels`` maps a title to an array ``(steps, layers)`` (for example the mean over seeds
+    of ``warmup.traces_over_seeds(...)["grad_norm"]``). All panels share one logarithmic
+    colour scale, so equal colours are equal norms.
+    """
+    from matplotlib.colors import LogNorm
+
+    arrays = {title: np.asarray(a, dtype=float) for title, a in panels.items()}
+    if any(a.ndim != 2 for a in arrays.values()):
+        raise ValueError("every panel must be a 2-D array (steps, layers)")
+    low = min(a[a > 0].min() for a in arrays.values())
+    high = max(a.max() for a in arrays.values())
+    fig, axes = new_figure(1, len(arrays), height=3.0)
+    axes = list(np.atleast_1d(axes))
+    for ax, (title, a) in zip(axes, arrays.items(), strict=True):
+        steps, layers = a.shape
+        image = ax.imshow(a.T, origin="lower", aspect="auto", norm=LogNorm(low, high),
+                          extent=(-0.5, steps - 0.5, 0.5, layers + 0.5), cmap="viridis")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("training step")
+    axes[0].set_ylabel("layer (1 = nearest the input)")
+    fig.colorbar(image, ax=axes, label=r"$\|\partial L/\partial W_2\|$")
+    return fig
+
+
+def plot_loss_curves(curves: dict[str, list[float] | np.ndarray], chance: float | None = None):
+    """Training loss per step for several settings; optional dashed line at the chance loss.
+
+    Each value is one run's losses ``(steps,)`` or several seeds' ``(seeds, steps)``, drawn as
+    their mean with the min-max band shaded.
+    """
     fig, ax = new_figure(1, 1, height=3.2)
     for label, losses in curves.items():
-        ax.plot(np.arange(1, len(losses) + 1), losses, label=label)
+        losses = np.asarray(losses, dtype=float)
+        _mean_and_band(ax, np.arange(1, losses.shape[-1] + 1), losses, label)
     if chance is not None:
         ax.axhline(chance, color="gray", linestyle="--", linewidth=0.8, label="chance level")
     ax.set_xlabel("training step")
