@@ -39,6 +39,33 @@ def test_loss_curves():
     assert "loss" in ax.get_ylabel()
 
 
+def test_loss_curves_with_seed_bands():
+    runs = {"a": [TrainingResult([2.0, 1.0], [2.1, 1.2]), TrainingResult([2.2, 0.8, 0.5],
+                                                                          [2.0, 1.0, 0.9])],
+            "b": TrainingResult([2.3, 2.3], [2.3, 2.3])}
+    ax = p.plot_loss_curves(runs).axes[0]
+    assert len(ax.lines) == 5 and len(ax.collections) == 1   # one band, for the seeded run
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [2.1, 0.9])  # mean over seeds
+    assert "2 seeds" in ax.get_legend().get_texts()[0].get_text()
+    with pytest.raises(ValueError, match="no run"):
+        p.plot_loss_curves({"empty": []})
+
+
+def test_init_scale_sweep():
+    from layernorm_tutorial.init_sensitivity import InitScaleSweep
+
+    acc = np.random.default_rng(0).uniform(0.1, 1.0, size=(2, 2, 3, 3))
+    sweep = InitScaleSweep((0.5, 1.0, 2.0), (0.02, 0.1), (0, 1, 2), 15, acc, acc, acc < 0)
+    fig = p.plot_init_scale_sweep(sweep, marks={"He": 1.0})
+    assert len(fig.axes) == 2
+    for ax, lr in zip(fig.axes, (0.02, 0.1), strict=True):
+        assert ax.get_xscale() == "log" and str(lr) in ax.get_title()
+        assert "scale" in ax.get_xlabel()
+    assert "accuracy" in fig.axes[0].get_ylabel()
+    means = fig.axes[0].lines[0].get_ydata()
+    np.testing.assert_allclose(means, acc[0, 0].mean(-1))
+
+
 def test_variance_errors():
     result = {"offsets": [1, 10, 100], "naive": [1e-7, 1e-5, 0.0], "two-pass": [1e-8] * 3,
               "Welford": [1e-7] * 3}

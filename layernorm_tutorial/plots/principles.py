@@ -14,6 +14,7 @@ __all__ = [
     "plot_row_distribution",
     "plot_relu_active_fraction",
     "plot_loss_curves",
+    "plot_init_scale_sweep",
     "plot_variance_errors",
     "plot_eps_placement",
     "plot_annotated_vs_torch",
@@ -77,20 +78,68 @@ def plot_loss_curves(runs: dict):
     """Training (solid) and test (dashed) cross-entropy per epoch for each named run.
 
     ``runs`` maps a name to an object with ``train_loss`` and ``test_loss`` lists
-    (``layernorm_tutorial.training.TrainingResult``).
+    (``layernorm_tutorial.training.TrainingResult``), or to a list of such objects, one per
+    seed: then the lines are the mean over seeds and a shaded band spans the smallest to
+    the largest training loss.
     """
     fig, ax = new_figure(height=3.4)
     colors = iter(["tab:red", "tab:blue", "tab:green", "tab:purple"])
     for name, run in runs.items():
         color = next(colors)
-        epochs = np.arange(1, len(run.train_loss) + 1)
-        ax.plot(epochs, run.train_loss, color=color, lw=2, label=f"{name}: train")
-        ax.plot(epochs, run.test_loss, color=color, lw=1.5, ls="--", label=f"{name}: test")
+        seeds = run if isinstance(run, (list, tuple)) else [run]
+        if not seeds:
+            raise ValueError(f"runs[{name!r}] holds no run")
+        length = min(len(r.train_loss) for r in seeds)
+        train = np.array([r.train_loss[:length] for r in seeds], dtype=np.float64)
+        test = np.array([r.test_loss[:length] for r in seeds], dtype=np.float64)
+        epochs = np.arange(1, length + 1)
+        suffix = f" (mean of {len(seeds)} seeds)" if len(seeds) > 1 else ""
+        ax.plot(epochs, train.mean(0), color=color, lw=2, label=f"{name}: train{suffix}")
+        ax.plot(epochs, test.mean(0), color=color, lw=1.5, ls="--", label=f"{name}: test")
+        if len(seeds) > 1:
+            ax.fill_between(epochs, train.min(0), train.max(0), color=color, alpha=0.2,
+                            lw=0)
     ax.axhline(np.log(10), color="gray", lw=1, ls=":", label=r"chance level $\ln 10$")
     ax.set_xlabel("epoch")
     ax.set_ylabel("cross-entropy loss (nats)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    return fig
+
+
+def plot_init_scale_sweep(sweep, *, marks: dict | None = None):
+    """Final test accuracy against the initial weight scale, one panel per learning rate.
+
+    ``sweep`` is an ``init_sensitivity.InitScaleSweep``. Each curve (with and without
+    LayerNorm) shows the mean over seeds as markers and a line, and vertical bars from the
+    smallest to the largest seed; ``marks`` optionally maps a label to a scale drawn as a
+    dotted vertical line.
+    """
+    lrs = list(sweep.lrs)
+    fig, axes = new_figure(1, len(lrs), height=3.3, sharey=True)
+    axes = np.atleast_1d(axes)
+    scales = np.asarray(sweep.scales, dtype=np.float64)
+    styles = ((False, "without LayerNorm", "tab:red", "o"),
+              (True, "with LayerNorm", "tab:blue", "s"))
+    for ax, lr in zip(axes, lrs, strict=True):
+        for layer_norm, label, color, marker in styles:
+            spread = sweep.spread(layer_norm, lr)
+            mean = spread["mean"]
+            ax.errorbar(scales, mean, yerr=[mean - spread["min"], spread["max"] - mean],
+                        color=color, marker=marker, ms=5, capsize=3, lw=1.5,
+                        label=f"{label} (mean, min-max of {len(sweep.seeds)} seeds)")
+        for text, position in (marks or {}).items():
+            ax.axvline(position, color="gray", lw=1, ls=":")
+            ax.text(position, 0.5, f" {text}", fontsize=8, color="gray", rotation=90,
+                    va="center")
+        ax.axhline(0.1, color="gray", lw=1, ls="--", label="chance (10 classes)")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("initial weight scale (multiple of He's std)")
+        ax.set_title(f"learning rate {lr:g}")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"test accuracy after {sweep.epochs} epochs")
+    axes[0].legend(fontsize=7, loc="lower left")
     return fig
 
 
