@@ -63,6 +63,22 @@ FUNCTIONAL_CASES = [
      {"training": True, "momentum": None}, r"momentum"),
     ("bn-momentum-none-eval", "batch_norm", (x(4, 3), ones(3), ones(3)),
      {"training": False, "momentum": None}, r"momentum"),
+    # issue 12, item 2: torch 2.13 refuses eps <= 0 in training mode
+    ("bn-eps-zero-training", "batch_norm", (x(4, 3), ones(3), ones(3)),
+     {"training": True, "eps": 0.0}, r"^batch_norm eps must be positive during training"),
+    ("bn-eps-zero-training-no-stats", "batch_norm", (x(4, 3), None, None),
+     {"training": True, "eps": 0}, r"^batch_norm eps must be positive during training"),
+    ("bn-eps-negative-training", "batch_norm", (x(4, 3), None, None),
+     {"training": True, "eps": -1e-5}, r"eps"),
+    ("bn-eps-zero-tensor-training", "batch_norm", (x(4, 3), None, None),
+     {"training": True, "eps": torch.tensor(0.0)}, r"eps must be positive"),
+    ("bn-eps-negative-eval", "batch_norm", (x(4, 3), ones(3), ones(3)),
+     {"training": False, "eps": -1.0}, r"eps"),
+    # eps that is not a real number: torch's TypeError
+    ("ln-eps-string", "layer_norm", (x(2, 3), (3,)), {"eps": "1e-5"}, r"eps"),
+    ("ln-eps-complex", "layer_norm", (x(2, 3), (3,)), {"eps": 1e-5j}, r"eps"),
+    ("bn-eps-string", "batch_norm", (x(4, 3), None, None), {"training": True, "eps": "0"},
+     r"eps"),
     # group_norm
     ("gn-not-divisible", "group_norm", (x(2, 6, 4), 4), {}, r"num_groups"),
     ("gn-weight-length", "group_norm", (x(2, 6, 4), 3, ones(5)), {}, r"weight.*6|6.*weight"),
@@ -140,6 +156,8 @@ MODULE_CASES = [
     ("in2d-5d-input", "InstanceNorm2d", (3,), (1, 3, 4, 5, 2), r"input"),
     ("bn1d-wrong-channels", "BatchNorm1d", (3,), (4, 5), r"running_mean|num_features|input"),
     ("bn1d-one-value-per-channel", "BatchNorm1d", (3,), (1, 3), r"value per channel"),
+    ("bn1d-eps-zero", "BatchNorm1d", (3, 0.0), (4, 3), r"eps must be positive"),
+    ("bn2d-eps-zero", "BatchNorm2d", (3, 0), (2, 3, 2, 2), r"eps must be positive"),
     ("ln-wrong-trailing-shape", "LayerNorm", (5,), (4, 4), r"normalized_shape"),
     ("rms-wrong-trailing-shape", "RMSNorm", (5,), (4, 4), r"normalized_shape"),
     ("gn-wrong-channels", "GroupNorm", (2, 6), (2, 4, 3), r"weight|num_channels|input"),
@@ -184,3 +202,151 @@ def test_numpy_ref_rejects_wrong_parameter_shape(forward, bad):
 def test_numpy_batch_norm_rejects_a_single_row():
     with pytest.raises(ValueError, match="x"):
         R.batch_norm_forward(np.ones((1, 3)), np.ones(3), np.zeros(3))
+
+
+# ------------------------------------------------------------------------------ eps types
+# issue 12, item 3: torch accepts eps of any real-number type; so must we
+EPS_VALUES = {
+    "numpy-float32": np.float32(1e-3),
+    "numpy-float64": np.float64(1e-3),
+    "numpy-int": np.int64(1),
+    "tensor-0d": torch.tensor(1e-3),
+    "python-int": 1,
+    "bool": True,
+}
+
+EPS_CALLS = {
+    "layer_norm": lambda m, eps: m.layer_norm(x(3, 4), (4,), ones(4), ones(4), eps=eps),
+    "batch_norm": lambda m, eps: m.batch_norm(x(5, 3), ones(3), ones(3), training=True,
+                                              eps=eps),
+    "batch_norm_eval": lambda m, eps: m.batch_norm(x(5, 3), ones(3), ones(3), eps=eps),
+    "group_norm": lambda m, eps: m.group_norm(x(2, 4, 3), 2, eps=eps),
+    "instance_norm": lambda m, eps: m.instance_norm(x(2, 3, 4), eps=eps),
+    "rms_norm": lambda m, eps: m.rms_norm(x(3, 4), (4,), eps=eps),
+}
+
+
+@pytest.mark.parametrize("eps_kind", sorted(EPS_VALUES))
+@pytest.mark.parametrize("call", sorted(EPS_CALLS))
+def test_eps_of_any_real_number_type_is_accepted_like_torch(call, eps_kind):
+    eps = EPS_VALUES[eps_kind]
+    expected = EPS_CALLS[call](TF, eps)
+    modules = (F, A) if call in ("layer_norm", "batch_norm", "batch_norm_eval") else (F,)
+    for module in modules:
+        torch.testing.assert_close(EPS_CALLS[call](module, eps), expected)
+
+
+def test_negative_eps_is_refused_for_layer_norm():
+    """torch returns NaN for eps = -1 on a constant row; the package refuses it up front
+    (a documented difference)."""
+    for module in (F, A):
+        with pytest.raises(ValueError, match="eps must be a non-negative number, got -1"):
+            module.layer_norm(x(2, 3), (3,), eps=-1)
+
+
+def test_instance_and_group_norm_accept_eps_zero_like_torch():
+    """Only batch norm's training mode refuses eps = 0 in torch 2.13."""
+    inputs = x(2, 4, 3)
+    torch.testing.assert_close(F.instance_norm(inputs, eps=0.0),
+                               TF.instance_norm(inputs, eps=0.0))
+    torch.testing.assert_close(F.group_norm(inputs, 2, eps=0.0),
+                               TF.group_norm(inputs, 2, eps=0.0))
+
+
+@pytest.mark.parametrize("shape", [np.int64(4), (np.int64(4),), [np.int32(3), np.int64(4)],
+                                   torch.Size([4])], ids=["np-int", "tuple-np", "list-np",
+                                                          "size"])
+def test_numpy_integers_in_normalized_shape_are_accepted(shape):
+    inputs = x(2, 3, 4)
+    trailing = tuple(int(d) for d in np.atleast_1d(np.asarray(shape)))
+    expected = TF.layer_norm(inputs, trailing)
+    for fn in (F.layer_norm, A.layer_norm):
+        torch.testing.assert_close(fn(inputs, shape), expected)
+    torch.testing.assert_close(F.rms_norm(inputs, shape), TF.rms_norm(inputs, trailing))
+    torch.testing.assert_close(ours_nn.LayerNorm(shape).to(F64)(inputs), expected)
+
+
+@pytest.mark.parametrize("shape", [True, (4.0,), (True,)], ids=["bool", "float", "bool-in"])
+def test_non_integer_normalized_shape_is_a_type_error(shape):
+    with pytest.raises(TypeError, match="normalized_shape"):
+        F.layer_norm(x(2, 4), shape)
+
+
+# ------------------------------------------------------------------------------ mixed dtypes
+# issue 12, item 4: torch on CPU refuses parameters whose dtype is neither the input's nor
+# (for fp16/bf16 input) fp32, and parameters of different dtypes; so do we (RuntimeError).
+F32, F16 = torch.float32, torch.float16
+
+
+def _mixed_calls(input_dtype, param_dtype):
+    inp = x(4, 3, 2).to(input_dtype)
+
+    def p(n, scale=1.0):
+        return (ones(n) * scale).to(param_dtype)
+
+    return {
+        "layer_norm-weight": ("layer_norm", (inp, (2,), p(2)), {}, "weight"),
+        "layer_norm-bias": ("layer_norm", (inp, (2,), None, p(2, 0.0)), {}, "bias"),
+        "batch_norm-weight": ("batch_norm", (inp, None, None, p(3)), {"training": True},
+                              "weight"),
+        "batch_norm-running_mean": ("batch_norm", (inp, p(3, 0.0), p(3)),
+                                    {"training": True}, "running_mean"),
+        "batch_norm-running-eval": ("batch_norm", (inp, p(3, 0.0), p(3)), {}, "running_mean"),
+        "group_norm-weight": ("group_norm", (inp, 3, p(3)), {}, "weight"),
+        "instance_norm-weight": ("instance_norm", (inp, None, None, p(3), p(3, 0.0)), {},
+                                 "weight"),
+    }
+
+
+MIXED = [(i, w, case) for i, w in [(F32, F64), (F32, F16), (F64, F32), (F16, torch.bfloat16)]
+         for case in sorted(_mixed_calls(F32, F64))]
+
+
+@pytest.mark.parametrize(("input_dtype", "param_dtype", "case"), MIXED)
+def test_mixed_dtypes_raise_like_torch(input_dtype, param_dtype, case):
+    name, args, kwargs, argument = _mixed_calls(input_dtype, param_dtype)[case]
+    with pytest.raises(RuntimeError, match="mixed dtype"):
+        getattr(TF, name)(*args, **kwargs)
+    modules = (F, A) if name in ("layer_norm", "batch_norm") else (F,)
+    for module in modules:
+        with pytest.raises(RuntimeError, match=rf"mixed dtypes: {argument} has dtype"):
+            getattr(module, name)(*args, **kwargs)
+
+
+def test_parameters_of_two_dtypes_raise_like_torch():
+    args = (x(4, 3).half(), (3,), ones(3).float(), ones(3).half())
+    with pytest.raises(RuntimeError, match="mixed dtype"):
+        TF.layer_norm(*args)
+    for module in (F, A):
+        with pytest.raises(RuntimeError, match=r"weight=torch.float32, bias=torch.float16"):
+            module.layer_norm(*args)
+
+
+@pytest.mark.parametrize("dtype", [F16, torch.bfloat16])
+def test_half_input_with_fp32_parameters_is_allowed_like_torch(dtype):
+    inputs = x(4, 3, 2).to(dtype)
+    w = ones(2).float() * 1.5
+    torch.testing.assert_close(F.layer_norm(inputs, (2,), w), TF.layer_norm(inputs, (2,), w))
+    rm, rv = torch.zeros(3), torch.ones(3)
+    torch.testing.assert_close(F.batch_norm(inputs, rm.clone(), rv.clone(), training=True),
+                               TF.batch_norm(inputs, rm.clone(), rv.clone(), training=True))
+
+
+@pytest.mark.parametrize("module", ["LayerNorm", "BatchNorm1d", "GroupNorm"])
+def test_fp64_input_into_an_fp32_module_raises_like_torch(module):
+    ctor = (1, 3) if module == "GroupNorm" else ((2,) if module == "LayerNorm" else (3,))
+    with pytest.raises(RuntimeError, match="mixed dtype"):
+        getattr(torch.nn, module)(*ctor)(x(4, 3, 2))
+    with pytest.raises(RuntimeError, match="mixed dtypes: .* has dtype torch.float32"):
+        getattr(ours_nn, module)(*ctor)(x(4, 3, 2))
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
+def test_rms_norm_allows_mixed_dtypes_like_torch():
+    """torch's CPU rms_norm casts instead of raising; the package documents and matches it."""
+    inputs32 = x(3, 4).float()
+    for inputs, weight in [(inputs32, ones(4) * 2), (x(3, 4), ones(4).float() * 2)]:
+        expected = TF.rms_norm(inputs, (4,), weight)
+        out = F.rms_norm(inputs, (4,), weight)
+        assert out.dtype == expected.dtype == inputs.dtype
+        torch.testing.assert_close(out, expected)
