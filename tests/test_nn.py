@@ -120,6 +120,8 @@ def test_parameters_buffers_and_state_dict_match_torch(name, args, kwargs, shape
     assert [n for n, _ in mine.named_parameters()] == [n for n, _ in theirs.named_parameters()]
     assert [n for n, _ in mine.named_buffers()] == [n for n, _ in theirs.named_buffers()]
     assert_same_state(mine, theirs, "fresh module")  # also compares initial values
+    for attr in ("weight", "bias"):  # registered (possibly as None) exactly where torch does
+        assert (attr in mine._parameters) == (attr in theirs._parameters), attr
     for attr in ("eps", "momentum", "affine", "track_running_stats", "num_features",
                  "num_groups", "num_channels", "normalized_shape", "elementwise_affine"):
         if hasattr(theirs, attr):
