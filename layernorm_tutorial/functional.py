@@ -23,7 +23,14 @@ group_norm     ``C/G`` channels and all spatial dims           ``(C,)``
 rms_norm       trailing dims; no mean subtraction, no beta     ``normalized_shape``
 =============  ============================================  ==========================
 
-fp16 and bf16 inputs are computed in fp32 and returned in the input's dtype.
+One core does the statistics for all of them: :func:`standardize` (mean, biased variance,
+``rstd``, :math:`\hat{x}`), wrapped for layer norm by :func:`layer_norm_forward`, which
+returns ``(out, cache)`` as the backward pass wants it. Batch and instance norm update their
+running statistics with :func:`~layernorm_tutorial.running_stats.update_running_stats`.
+
+fp16 and bf16 inputs are computed in fp32 and returned in the input's dtype. Parameters and
+running statistics must have the input's dtype, or fp32 for fp16/bf16 inputs, as torch's
+CPU kernels require (RuntimeError otherwise); ``rms_norm`` casts instead, as torch does.
 """
 
 from __future__ import annotations
