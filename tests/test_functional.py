@@ -38,6 +38,37 @@ def test_layer_norm_matches_torch(kwargs):
     assert_matches(F.layer_norm, TF.layer_norm, kwargs)
 
 
+# ------------------------------------------------------------------------------ forward core
+@pytest.mark.parametrize("normalized_shape", [(5,), (2, 5)])
+def test_layer_norm_forward_cache_matches_torch_native_layer_norm(normalized_shape):
+    """``(out, cache)``: torch's own forward returns (out, mean, rstd) in the same shapes."""
+    x = randn((3, 2, 5), seed=50) * 3 + 7
+    weight, bias = affine_params("both", normalized_shape, seed=50)
+    out, cache = F.layer_norm_forward(x, normalized_shape, weight, bias, 1e-5)
+    ref_out, ref_mean, ref_rstd = torch.native_layer_norm(x, normalized_shape, weight, bias,
+                                                          1e-5)
+    assert_close(out, ref_out, "out")
+    assert_close(cache.mean, ref_mean, "mean")
+    assert_close(cache.rstd, ref_rstd, "rstd")
+    assert_close(cache.var, 1 / ref_rstd**2 - 1e-5, "var")
+    assert_close(cache.norm, (x - ref_mean) * ref_rstd, "norm")
+
+
+def test_layer_norm_forward_keeps_half_statistics_in_float32():
+    x = randn((4, 8), seed=51).half()
+    out, cache = F.layer_norm_forward(x, 8)
+    assert out.dtype == torch.float16
+    assert {cache.mean.dtype, cache.var.dtype, cache.rstd.dtype, cache.norm.dtype} == {
+        torch.float32}
+
+
+def test_standardize_over_non_trailing_dims_is_batch_norm_without_affine():
+    x = randn((6, 3, 2), seed=52)
+    cache = F.standardize(x, (0, 2), 1e-5)
+    assert cache.mean.shape == cache.rstd.shape == (1, 3, 1)
+    assert_close(cache.norm, TF.batch_norm(x, None, None, training=True), "norm")
+
+
 def _affine_mode_cases():
     """Deterministic coverage of every affine mode for every function (hypothesis draws
     them too, but a small example budget need not hit each combination)."""
