@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from layernorm_tutorial import numpy_ref
-from layernorm_tutorial.exercises.interview import (
-    check_batch_norm_running,
-    check_group_norm,
-    check_layer_norm_numpy,
+from layernorm_tutorial.exercises.batch_norm import BatchNormWithRunningStats
+from layernorm_tutorial.exercises.batch_norm import (
+    check_running_statistics as check_batch_norm_running,
 )
-from layernorm_tutorial.interview import BatchNormWithRunningStats, group_norm_via_reshape
+from layernorm_tutorial.exercises.group_norm import check_group_norm, group_norm_via_reshape
+from layernorm_tutorial.exercises.layer_norm import check_layer_norm as check_layer_norm_numpy
 
 
 # --------------------------------------------------------------------------- LayerNorm
@@ -100,7 +100,9 @@ def test_layer_norm_checker_reports_exceptions_and_shapes():
     def returns_only_out(x, gamma, beta, eps):
         return make_ln_forward()(x, gamma, beta, eps)[0]
 
-    assert "(out, cache)" in check_layer_norm_numpy(returns_only_out).message
+    assert check_layer_norm_numpy(returns_only_out).passed  # without a backward: out alone
+    result = check_layer_norm_numpy(returns_only_out, correct_ln_backward)
+    assert not result.passed and "(out, cache)" in result.message
 
 
 def _backward_with(mistake):

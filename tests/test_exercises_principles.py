@@ -1,14 +1,12 @@
-"""The exercise checkers accept the reference solutions and diagnose the usual mistakes."""
+"""The principles/backward exercises' checkers (one LayerNorm checker, the Welford checker)
+accept the reference solutions and diagnose the usual mistakes."""
 
 import numpy as np
 
 from layernorm_tutorial import numpy_ref
-from layernorm_tutorial.exercises.principles import (
-    check_layer_norm_backward,
-    check_layer_norm_forward,
-    check_welford_update,
-)
-from layernorm_tutorial.variance import welford_update
+from layernorm_tutorial.exercises.layer_norm import check_layer_norm
+from layernorm_tutorial.exercises.variance_algorithms import check_welford_update
+from layernorm_tutorial.variance_algorithms import welford_update
 
 
 def _forward(x, gamma, beta, eps, *, ddof=0, eps_outside=False, axis=-1, affine=True):
@@ -22,14 +20,14 @@ def _forward(x, gamma, beta, eps, *, ddof=0, eps_outside=False, axis=-1, affine=
 
 
 def test_forward_checker_passes_reference_and_diagnoses():
-    assert check_layer_norm_forward(numpy_ref.layer_norm_forward).passed
-    assert check_layer_norm_forward(lambda *a: _forward(*a)[0]).passed  # out alone is fine
+    assert check_layer_norm(numpy_ref.layer_norm_forward).passed
+    assert check_layer_norm(lambda *a: _forward(*a)[0]).passed  # out alone is fine
     cases = {"unbiased": dict(ddof=1), "outside": dict(eps_outside=True),
-             "batch (axis 0)": dict(axis=0), "gamma and beta": dict(affine=False)}
+             "axis 0": dict(axis=0), "gamma and beta": dict(affine=False)}
     for word, kwargs in cases.items():
-        result = check_layer_norm_forward(lambda x, g, b, e, kw=kwargs: _forward(x, g, b, e, **kw))
+        result = check_layer_norm(lambda x, g, b, e, kw=kwargs: _forward(x, g, b, e, **kw))
         assert not result.passed and word in result.message, (word, result.message)
-    broken = check_layer_norm_forward(lambda *a: 1 / 0)
+    broken = check_layer_norm(lambda *a: 1 / 0)
     assert not broken.passed and "ZeroDivisionError" in broken.message
 
 
@@ -46,20 +44,18 @@ def _backward(dout, cache, *, terms=("mean", "norm")):
 
 
 def test_backward_checker_passes_reference_and_diagnoses():
-    assert check_layer_norm_backward(numpy_ref.layer_norm_forward,
-                                     numpy_ref.layer_norm_backward).passed
-    assert check_layer_norm_backward(_forward, _backward).passed
-    for terms, word in (((), "both projection"), (("norm",), "mean(dnorm)"),
-                        (("mean",), "variance")):
-        result = check_layer_norm_backward(_forward, lambda d, c, t=terms: _backward(d, c,
-                                                                                     terms=t))
+    assert check_layer_norm(numpy_ref.layer_norm_forward, numpy_ref.layer_norm_backward).passed
+    assert check_layer_norm(_forward, _backward).passed
+    for terms, word in (((), "as constants"), (("norm",), "path through the mean"),
+                        (("mean",), "path through the variance")):
+        result = check_layer_norm(_forward, lambda d, c, t=terms: _backward(d, c, terms=t))
         assert not result.passed and word in result.message, (terms, result.message)
 
     def wrong_dbeta(dout, cache):
         dx, dgamma, dbeta = _backward(dout, cache)
         return dx, dgamma, dout.mean(tuple(range(dout.ndim - 1)))
 
-    result = check_layer_norm_backward(_forward, wrong_dbeta)
+    result = check_layer_norm(_forward, wrong_dbeta)
     assert not result.passed and "dbeta" in result.message
 
 

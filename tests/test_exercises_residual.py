@@ -60,8 +60,8 @@ def test_variance_checker_accepts_reference_and_diagnoses():
 
 
 def test_reference_prediction_matches_a_measured_residual_stack():
-    from layernorm_tutorial import transformer
-    r = transformer.residual_variance_by_depth(depth=8, width=64, batch_size=128,
-                                               architecture="residual")
+    from layernorm_tutorial import residual_experiments
+    r = residual_experiments.residual_variance_by_depth(depth=8, width=64, batch_size=128,
+                                                        architecture="residual")
     predicted = ex.predict_residual_variance_reference(r["variance"][0], r["branch_variance"])
     np.testing.assert_allclose(r["variance"][1:], predicted, rtol=0.15)

@@ -1,11 +1,23 @@
-"""Helpers behind the interview chapter: drill solutions and demonstrations."""
+"""Helpers behind the interview chapters (drill solutions and demonstrations), in the modules
+of their subjects."""
 
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as TF
 
-from layernorm_tutorial import interview as I
+from layernorm_tutorial import (
+    folding,
+    formatting,
+    residual_experiments,
+    rnn_experiments,
+    roofline,
+    variance_algorithms,
+)
+from layernorm_tutorial import per_sample_gradients as psg
+from layernorm_tutorial import sharded_batch_norm as sharded
+from layernorm_tutorial.exercises import batch_norm as bn_drill
+from layernorm_tutorial.exercises import group_norm as gn_drill
 
 
 @pytest.fixture
@@ -18,17 +30,17 @@ def one_thread():
 
 
 def test_fmt_hides_round_off_and_formats_the_rest():
-    assert I.fmt(3e-17) == "< 1e-12"
-    assert I.fmt(-3e-17) == "< 1e-12"
-    assert I.fmt(2.5e-3) == "2.5e-03"
-    assert I.fmt(np.float64(0.123456), spec=".3f") == "0.123"
-    assert I.fmt(1e-9, floor=1e-8) == "< 1e-08"
-    assert I.fmt(torch.tensor(0.5, requires_grad=True), spec=".2f") == "0.50"
+    assert formatting.fmt(3e-17) == "< 1e-12"
+    assert formatting.fmt(-3e-17) == "< 1e-12"
+    assert formatting.fmt(2.5e-3) == "2.5e-03"
+    assert formatting.fmt(np.float64(0.123456), spec=".3f") == "0.123"
+    assert formatting.fmt(1e-9, floor=1e-8) == "< 1e-08"
+    assert formatting.fmt(torch.tensor(0.5, requires_grad=True), spec=".2f") == "0.50"
 
 
 def test_batch_norm_solution_matches_torch_over_several_steps():
     rng = np.random.default_rng(1)
-    layer = I.BatchNormWithRunningStats(3, momentum=0.2)
+    layer = bn_drill.BatchNormWithRunningStats(3, momentum=0.2)
     layer.gamma, layer.beta = rng.uniform(0.5, 2, 3), rng.standard_normal(3)
     ref = torch.nn.BatchNorm1d(3, momentum=0.2).double()
     with torch.no_grad():
@@ -44,7 +56,7 @@ def test_batch_norm_solution_matches_torch_over_several_steps():
 
 
 def test_batch_norm_solution_rejects_bad_input():
-    layer = I.BatchNormWithRunningStats(3)
+    layer = bn_drill.BatchNormWithRunningStats(3)
     with pytest.raises(ValueError, match="at least 2 samples"):
         layer.forward(np.ones((1, 3)), training=True)
     with pytest.raises(ValueError, match=r"\(N, 3\)"):
@@ -56,34 +68,34 @@ def test_group_norm_solution_matches_torch(shape, groups):
     rng = np.random.default_rng(2)
     x = rng.standard_normal(shape)
     gamma, beta = rng.standard_normal(shape[1]), rng.standard_normal(shape[1])
-    expected = F.group_norm(torch.from_numpy(x), groups, torch.from_numpy(gamma),
+    expected = TF.group_norm(torch.from_numpy(x), groups, torch.from_numpy(gamma),
                             torch.from_numpy(beta)).numpy()
-    np.testing.assert_allclose(I.group_norm_via_reshape(x, groups, gamma, beta), expected,
+    np.testing.assert_allclose(gn_drill.group_norm_via_reshape(x, groups, gamma, beta), expected,
                                rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="divide"):
-        I.group_norm_via_reshape(x, 5, gamma, beta)
+        gn_drill.group_norm_via_reshape(x, 5, gamma, beta)
 
 
 def test_batchmate_influence_separates_batch_norm_from_layer_norm():
-    assert I.batchmate_influence("layer", seed=3) == 0.0
-    assert I.batchmate_influence("none", seed=3) == 0.0
-    assert I.batchmate_influence("batch", seed=3) > 1e-3
+    assert psg.batchmate_influence("layer", seed=3) == 0.0
+    assert psg.batchmate_influence("none", seed=3) == 0.0
+    assert psg.batchmate_influence("batch", seed=3) > 1e-3
     with pytest.raises(ValueError, match="norm must be one of"):
-        I.batchmate_influence("group")
+        psg.batchmate_influence("group")
 
 
 def test_vmap_per_sample_gradients_equal_in_batch_gradients_for_layer_norm():
-    params = I.init_mlp_params(seed=4)
+    params = psg.init_mlp_params(seed=4)
     g = torch.Generator().manual_seed(4)
     x = torch.randn(5, 6, generator=g, dtype=torch.float64)
     y = torch.randint(0, 3, (5,), generator=g)
-    per_sample = I.per_sample_gradients(params, x, y, "layer")
+    per_sample = psg.per_sample_gradients(params, x, y, "layer")
     for i in range(5):
-        in_batch = I.sample_gradient(params, x, y, i, "layer")
+        in_batch = psg.sample_gradient(params, x, y, i, "layer")
         for k in params:
             torch.testing.assert_close(per_sample[k][i], in_batch[k])
     # and the per-sample gradients sum to the gradient of the summed loss
-    total = torch.func.grad(lambda p: I.mlp_losses(p, x, y, "layer").sum())(params)
+    total = torch.func.grad(lambda p: psg.mlp_losses(p, x, y, "layer").sum())(params)
     for k in params:
         torch.testing.assert_close(per_sample[k].sum(0), total[k])
 
@@ -93,10 +105,10 @@ def test_fold_affine_into_next_linear_is_exact():
     gamma, beta = torch.randn(8, generator=g), torch.randn(8, generator=g)
     w, b = torch.randn(4, 8, generator=g), torch.randn(4, generator=g)
     xhat = torch.randn(3, 8, generator=g)
-    w2, b2 = I.fold_affine_into_next_linear(gamma, beta, w, b)
+    w2, b2 = folding.fold_affine_into_next_linear(gamma, beta, w, b)
     torch.testing.assert_close(xhat @ w2.T + b2, (gamma * xhat + beta) @ w.T + b)
     with pytest.raises(ValueError, match="weight must be"):
-        I.fold_affine_into_next_linear(gamma, beta, w.T, b)
+        folding.fold_affine_into_next_linear(gamma, beta, w.T, b)
 
 
 def test_fold_batch_norm_into_previous_linear_matches_eval_mode():
@@ -106,7 +118,7 @@ def test_fold_batch_norm_into_previous_linear_matches_eval_mode():
     for _ in range(3):
         bn(lin(torch.randn(16, 5, dtype=torch.float64)))
     bn.eval()
-    w, b = I.fold_batch_norm_into_previous_linear(lin.weight, lin.bias, bn.running_mean,
+    w, b = folding.fold_batch_norm_into_previous_linear(lin.weight, lin.bias, bn.running_mean,
                                                   bn.running_var, bn.weight, bn.bias, bn.eps)
     x = torch.randn(6, 5, dtype=torch.float64)
     torch.testing.assert_close(x @ w.T + b, bn(lin(x)))
@@ -114,70 +126,71 @@ def test_fold_batch_norm_into_previous_linear_matches_eval_mode():
 
 def test_sharded_moments_merge_to_full_batch_moments():
     x = torch.randn(10, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(7)) + 2
-    means, variances, counts = I.shard_moments(x, 3)  # unequal shards: 4, 3, 3
+    means, variances, counts = sharded.shard_moments(x, 3)  # unequal shards: 4, 3, 3
     assert counts.tolist() == [4.0, 3.0, 3.0]
-    mean, var = I.merge_moments(means, variances, counts)
+    mean, var = variance_algorithms.merge_moments(means, variances, counts)
     torch.testing.assert_close(mean, x.mean(0))
     torch.testing.assert_close(var, x.var(0, correction=0))
     with pytest.raises(ValueError, match="exceeds the batch size"):
-        I.shard_moments(x, 11)
+        sharded.shard_moments(x, 11)
 
 
 def test_unsynchronized_batch_norm_differs_from_full_batch_but_equals_per_shard():
     x = torch.randn(8, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
-    out = I.unsynchronized_batch_norm(x, 2)
-    full = F.batch_norm(x, None, None, training=True)
+    out = sharded.unsynchronized_batch_norm(x, 2)
+    full = TF.batch_norm(x, None, None, training=True)
     assert (out - full).abs().max() > 1e-3
-    torch.testing.assert_close(out[:4], F.batch_norm(x[:4], None, None, training=True))
-    torch.testing.assert_close(I.unsynchronized_batch_norm(x, 1), full)
+    torch.testing.assert_close(out[:4], TF.batch_norm(x[:4], None, None, training=True))
+    torch.testing.assert_close(sharded.unsynchronized_batch_norm(x, 1), full)
 
 
 def test_norm_traffic_counts_bytes_and_flops():
     rows, cols = 3, 5
-    fused = I.norm_traffic(rows, cols, dtype_bytes=2)
+    fused = roofline.norm_traffic(rows, cols, dtype_bytes=2)
     # read x, write y, read gamma and beta, save mean and rstd in fp32
     assert fused.bytes_moved == 2 * rows * cols * 2 + 2 * cols * 2 + 2 * rows * 4
     assert fused.kernels == 1 and fused.flops == 7 * rows * cols
-    eager = I.norm_traffic(rows, cols, fused=False, dtype_bytes=2)
+    eager = roofline.norm_traffic(rows, cols, fused=False, dtype_bytes=2)
     assert eager.kernels == 8 and eager.flops == fused.flops
     assert eager.bytes_moved > 5 * rows * cols * 2 * 2  # many more passes over the tensor
-    rms = I.norm_traffic(rows, cols, kind="rms")
+    rms = roofline.norm_traffic(rows, cols, kind="rms")
     assert rms.bytes_moved < fused.bytes_moved and rms.flops < fused.flops
     assert fused.intensity == pytest.approx(fused.flops / fused.bytes_moved)
     with pytest.raises(ValueError, match="kind"):
-        I.norm_traffic(rows, cols, kind="batch")
+        roofline.norm_traffic(rows, cols, kind="batch")
 
 
 def test_sequential_moments_float64_is_exact_and_float16_is_not():
     rng = np.random.default_rng(9)
     v = rng.normal(3.0, 1.0, 4096)
-    mean, var = I.sequential_moments(v, np.float64)
+    mean, var = variance_algorithms.sequential_moments(v, np.float64)
     assert mean == pytest.approx(v.mean(), rel=1e-12) and var == pytest.approx(v.var(), rel=1e-10)
-    mean16, _ = I.sequential_moments(v, np.float16)
+    mean16, _ = variance_algorithms.sequential_moments(v, np.float16)
     assert abs(mean16 - v.mean()) > 0.05  # the fp16 running sum stops absorbing small terms
-    _, var16 = I.sequential_moments(rng.normal(0, 5.0, 4096), np.float16)
+    _, var16 = variance_algorithms.sequential_moments(rng.normal(0, 5.0, 4096), np.float16)
     assert np.isinf(var16)  # the sum of squares overflows fp16's maximum, 65504
     with pytest.raises(ValueError, match="1-D"):
-        I.sequential_moments(np.ones((2, 2)), np.float32)
+        variance_algorithms.sequential_moments(np.ones((2, 2)), np.float32)
 
 
 def test_residual_stack_pre_ln_gradient_shrinks_with_depth_post_ln_does_not(one_thread):
-    pre_shallow, _ = I.residual_stack_at_init(depth=4, placement="pre")
-    pre_deep, pre_var = I.residual_stack_at_init(depth=32, placement="pre")
-    post_shallow, _ = I.residual_stack_at_init(depth=4, placement="post")
-    post_deep, post_var = I.residual_stack_at_init(depth=32, placement="post")
+    pre_shallow, _ = residual_experiments.residual_stack_at_init(depth=4, placement="pre")
+    pre_deep, pre_var = residual_experiments.residual_stack_at_init(depth=32, placement="pre")
+    post_shallow, _ = residual_experiments.residual_stack_at_init(depth=4, placement="post")
+    post_deep, post_var = residual_experiments.residual_stack_at_init(depth=32, placement="post")
     assert pre_deep[-1] < 0.6 * pre_shallow[-1]
     assert 0.7 < post_deep[-1] / post_shallow[-1] < 1.5
     assert pre_var[-1] > 10 * pre_var[0]            # variance accumulates on the stream
     np.testing.assert_allclose(post_var[1:], 1.0, atol=0.05)  # re-normalized every block
     assert pre_deep.shape == (32,) and pre_var.shape == (33,)
     with pytest.raises(ValueError, match="placement"):
-        I.residual_stack_at_init(placement="sandwich")
+        residual_experiments.residual_stack_at_init(placement="sandwich")
 
 
 def test_rnn_layer_norm_reduces_saturation_and_explosion(one_thread):
-    plain, sat_plain = I.rnn_gradient_norms(steps=40, weight_scale=3.0)
-    normed, sat_ln = I.rnn_gradient_norms(steps=40, weight_scale=3.0, use_layer_norm=True)
+    plain, sat_plain = rnn_experiments.rnn_gradient_norms(steps=40, weight_scale=3.0)
+    normed, sat_ln = rnn_experiments.rnn_gradient_norms(steps=40, weight_scale=3.0,
+                                                        use_layer_norm=True)
     assert plain.shape == normed.shape == (40,)
     assert sat_ln < sat_plain
     assert plain[0] / plain[-1] > 100 * normed[0] / normed[-1]

@@ -5,7 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from layernorm_tutorial import per_step_batch_norm as psbn
 from layernorm_tutorial import rnn
+from layernorm_tutorial import rnn_experiments as experiments
 
 KINDS = sorted(rnn.CELL_KINDS)
 
@@ -187,7 +189,7 @@ def test_ln_lstm_normalizes_the_cell_state_but_carries_it_unnormalized():
 
 def test_per_step_batch_norm_keeps_separate_statistics_per_step():
     torch.manual_seed(10)
-    bn = rnn.PerStepBatchNorm(4, max_steps=5, momentum=1.0)
+    bn = psbn.PerStepBatchNorm(4, max_steps=5, momentum=1.0)
     a0 = torch.randn(16, 4)
     a1 = torch.randn(16, 4) * 3 + 2
     out0 = bn(a0, 0)
@@ -206,7 +208,7 @@ def test_batch_norm_rnn_fails_clearly_on_a_test_sequence_longer_than_training():
     rnn.run_sequence(cell, _seq(batch=8, steps=4, dtype=torch.float32))
     cell.eval()
     rnn.run_sequence(cell, _seq(batch=2, steps=4, dtype=torch.float32))  # fine up to 4
-    with pytest.raises(rnn.UnseenTimeStepError, match="time step 4"):
+    with pytest.raises(psbn.UnseenTimeStepError, match="time step 4"):
         rnn.run_sequence(cell, _seq(batch=2, steps=6, dtype=torch.float32))
     cell.norm.on_unseen_step = "reuse_last"
     out, _ = rnn.run_sequence(cell, _seq(batch=2, steps=6, dtype=torch.float32))
@@ -220,7 +222,7 @@ def test_batch_norm_lstm_fails_on_longer_sequence_and_ln_lstm_does_not():
     bn_cell.eval()
     ln_cell.eval()
     long = _seq(batch=2, steps=9, dtype=torch.float32)
-    with pytest.raises(rnn.UnseenTimeStepError):
+    with pytest.raises(psbn.UnseenTimeStepError):
         rnn.run_sequence(bn_cell, long)
     assert rnn.run_sequence(ln_cell, long)[0].shape == (2, 9, 5)
 
@@ -237,7 +239,7 @@ def test_bad_arguments_raise_clear_errors():
     with pytest.raises(ValueError, match="x_t must have shape"):
         rnn.ElmanRNNCell(3, 4)(torch.randn(2, 5))
     with pytest.raises(ValueError, match="on_unseen_step"):
-        rnn.PerStepBatchNorm(4, on_unseen_step="guess")
+        psbn.PerStepBatchNorm(4, on_unseen_step="guess")
     with pytest.raises(ValueError, match="more than 1 sample"):
         rnn.run_sequence(rnn.BatchNormElmanRNNCell(3, 4), torch.randn(1, 2, 3))
 
@@ -245,7 +247,8 @@ def test_bad_arguments_raise_clear_errors():
 # ---- experiment helpers used by the book (tiny budgets) ----
 
 def test_unrolled_dynamics_plain_linear_rnn_shrinks_geometrically():
-    out = rnn.unrolled_dynamics(False, 0.5, steps=30, hidden_size=32, nonlinearity="identity")
+    out = experiments.unrolled_dynamics(False, 0.5, steps=30, hidden_size=32,
+                                        nonlinearity="identity")
     rms = out["state_rms"]
     assert rms.shape == out["grad_norm"].shape == out["saturation"].shape == (30,)
     assert rms[-1] < 1e-6 * rms[0]
@@ -254,44 +257,44 @@ def test_unrolled_dynamics_plain_linear_rnn_shrinks_geometrically():
 
 
 def test_unrolled_dynamics_ln_impulse_response_ignores_recurrent_scale():
-    small = rnn.unrolled_dynamics(True, 0.5, steps=25, hidden_size=16)
-    large = rnn.unrolled_dynamics(True, 3.0, steps=25, hidden_size=16)
+    small = experiments.unrolled_dynamics(True, 0.5, steps=25, hidden_size=16)
+    large = experiments.unrolled_dynamics(True, 3.0, steps=25, hidden_size=16)
     # exact up to eps = 1e-5 inside the square root
     np.testing.assert_allclose(small["state_rms"], large["state_rms"], rtol=1e-3)
     np.testing.assert_allclose(small["grad_norm"], large["grad_norm"], rtol=1e-2)
-    plain_small = rnn.unrolled_dynamics(False, 0.5, steps=25, hidden_size=16)
+    plain_small = experiments.unrolled_dynamics(False, 0.5, steps=25, hidden_size=16)
     assert abs(plain_small["state_rms"][-1] - small["state_rms"][-1]) > 0.1
 
 
 def test_unrolled_dynamics_rejects_unknown_input_mode():
     with pytest.raises(ValueError, match="inputs"):
-        rnn.unrolled_dynamics(True, 1.0, steps=3, inputs="zeros")
+        experiments.unrolled_dynamics(True, 1.0, steps=3, inputs="zeros")
 
 
 def test_normalized_input_spread_of_ln_cell_is_one_and_bn_reuse_last_drifts():
     torch.manual_seed(13)
     ln_cell = rnn.LayerNormElmanRNNCell(4, 16)
-    x = rnn.random_walk_sequences(64, 30, seed=3)
-    spread = rnn.normalized_input_spread(ln_cell, x)
+    x = experiments.random_walk_sequences(64, 30, seed=3)
+    spread = experiments.normalized_input_spread(ln_cell, x)
     assert spread.shape == (30,)
     torch.testing.assert_close(spread, torch.ones(30), rtol=2e-2, atol=2e-2)
     bn_cell = rnn.BatchNormElmanRNNCell(4, 16, on_unseen_step="reuse_last", momentum=0.5)
     with torch.no_grad():
         for s in range(10):
-            rnn.run_sequence(bn_cell, rnn.random_walk_sequences(64, 5, seed=s))
+            rnn.run_sequence(bn_cell, experiments.random_walk_sequences(64, 5, seed=s))
     bn_cell.eval()
-    bn_spread = rnn.normalized_input_spread(bn_cell, x)
+    bn_spread = experiments.normalized_input_spread(bn_cell, x)
     assert bn_spread[-1] > 1.3 * bn_spread[4]  # inputs kept growing after step 5
 
 
 def test_digit_sequences_and_a_tiny_training_run_are_deterministic():
-    x_tr, y_tr, x_te, y_te = rnn.load_digit_sequences()
+    x_tr, y_tr, x_te, y_te = experiments.load_digit_sequences()
     assert x_tr.shape[1:] == (8, 8) and len(x_tr) + len(x_te) == 1797
     assert 0.0 <= float(x_tr.min()) and float(x_tr.max()) <= 1.0
     small = (x_tr[:96], y_tr[:96], x_te[:50], y_te[:50])
-    first = rnn.train_sequence_classifier("ln_rnn", small, hidden_size=8, epochs=2,
+    first = experiments.train_sequence_classifier("ln_rnn", small, hidden_size=8, epochs=2,
                                           batch_size=32, seed=1)
-    second = rnn.train_sequence_classifier("ln_rnn", small, hidden_size=8, epochs=2,
+    second = experiments.train_sequence_classifier("ln_rnn", small, hidden_size=8, epochs=2,
                                            batch_size=32, seed=1)
     assert first == second
     assert len(first["train_loss"]) == len(first["test_accuracy"]) == 2

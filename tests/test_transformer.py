@@ -1,10 +1,12 @@
-"""Tests for layernorm_tutorial.transformer: equivalence with torch's encoder layer."""
+"""Tests for layernorm_tutorial.transformer (equivalence with torch's encoder layer) and the
+residual chapter's experiments (layernorm_tutorial.residual_experiments)."""
 
 import numpy as np
 import pytest
 import torch
 
 from layernorm_tutorial import nn as ln_nn
+from layernorm_tutorial import residual_experiments as experiments
 from layernorm_tutorial import transformer as tr
 
 D, NHEAD, FF = 8, 2, 16
@@ -145,49 +147,50 @@ def test_block_gradients_match_float64_finite_differences(norm_first, norm):
 # ---- experiment helpers used by the residual chapter (tiny budgets) ----
 
 def test_residual_variance_plain_resets_and_residual_accumulates():
-    plain = tr.residual_variance_by_depth(depth=6, width=64, batch_size=128, architecture="plain")
-    res = tr.residual_variance_by_depth(depth=6, width=64, batch_size=128)
+    plain = experiments.residual_variance_by_depth(depth=6, width=64, batch_size=128,
+                                                   architecture="plain")
+    res = experiments.residual_variance_by_depth(depth=6, width=64, batch_size=128)
     assert plain["variance"].shape == (7,) and plain["branch_variance"].shape == (6,)
     assert np.all(np.abs(plain["variance"][1:] - 1) < 0.5)
     assert np.all(np.diff(res["variance"]) > 0.5)  # each block adds about Var(F) ~ 1
     np.testing.assert_allclose(res["variance"][1:], res["predicted"], rtol=0.15)
     assert res["input_correlation"][-1] > 0.2 > abs(plain["input_correlation"][-1])
     with pytest.raises(ValueError, match="architecture"):
-        tr.residual_variance_by_depth(depth=2, architecture="dense")
+        experiments.residual_variance_by_depth(depth=2, architecture="dense")
 
 
 def test_residual_variance_without_norm_grows_geometrically():
-    r = tr.residual_variance_by_depth(depth=8, width=64, batch_size=128,
+    r = experiments.residual_variance_by_depth(depth=8, width=64, batch_size=128,
                                       architecture="residual_no_norm")
     assert r["variance"][-1] > 2 ** 5 * r["variance"][0]
 
 
 def test_warmup_factor_is_linear_then_flat():
-    assert [tr.warmup_factor(s, 4) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
-    assert tr.warmup_factor(0, 0) == 1.0
+    assert [experiments.warmup_factor(s, 4) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert experiments.warmup_factor(0, 0) == 1.0
     with pytest.raises(ValueError, match="warmup_steps"):
-        tr.warmup_factor(0, -1)
+        experiments.warmup_factor(0, -1)
 
 
 def test_reverse_task_batch_targets_are_reversed_inputs():
-    tokens, targets = tr.reverse_task_batch(5, 6, 8, torch.Generator().manual_seed(0))
+    tokens, targets = experiments.reverse_task_batch(5, 6, 8, torch.Generator().manual_seed(0))
     assert tokens.shape == targets.shape == (5, 6)
     assert torch.equal(targets, tokens.flip(1)) and int(tokens.max()) < 8
 
 
 def test_gradient_norm_per_layer_and_training_are_deterministic():
-    g1 = tr.gradient_norm_per_layer(3, norm_first=False, seed=2)
-    g2 = tr.gradient_norm_per_layer(3, norm_first=False, seed=2)
+    g1 = experiments.gradient_norm_per_layer(3, norm_first=False, seed=2)
+    g2 = experiments.gradient_norm_per_layer(3, norm_first=False, seed=2)
     assert g1.shape == (3,) and np.all(g1 > 0) and np.array_equal(g1, g2)
-    run = tr.train_reverse_task(2, True, steps=4, lr=1e-3, warmup_steps=2, batch_size=8)
-    again = tr.train_reverse_task(2, True, steps=4, lr=1e-3, warmup_steps=2, batch_size=8)
+    run = experiments.train_reverse_task(2, True, steps=4, lr=1e-3, warmup_steps=2, batch_size=8)
+    again = experiments.train_reverse_task(2, True, steps=4, lr=1e-3, warmup_steps=2, batch_size=8)
     assert len(run["loss"]) == 4 and 0.0 <= run["accuracy"] <= 1.0
     assert run == again
 
 
 def test_stack_output_spread_final_norm_restores_unit_scale():
-    pre = tr.stack_output_spread(4, norm_first=True, final_norm=True)
-    bare = tr.stack_output_spread(4, norm_first=True, final_norm=False)
-    post = tr.stack_output_spread(4, norm_first=False)
+    pre = experiments.stack_output_spread(4, norm_first=True, final_norm=True)
+    bare = experiments.stack_output_spread(4, norm_first=True, final_norm=False)
+    post = experiments.stack_output_spread(4, norm_first=False)
     assert abs(pre["output_std"] - 1) < 0.01 and abs(post["output_std"] - 1) < 0.01
     assert bare["output_std"] == bare["stream_std"] > 1.05

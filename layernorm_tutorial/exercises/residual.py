@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from .. import transformer
+from .._seeding import seeded
 from ._checking import CheckResult, allclose, as_numpy
 
 __all__ = [
@@ -44,8 +45,8 @@ def predict_residual_variance_reference(v0, branch_variances):
 
 
 def _block_and_parts(seed: int):
-    torch.manual_seed(seed)
-    block = transformer.TransformerEncoderBlock(8, 2, 16).double()
+    with seeded(seed):
+        block = transformer.TransformerEncoderBlock(8, 2, 16).double()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in block.named_parameters():

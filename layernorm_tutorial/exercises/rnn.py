@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from .. import rnn
+from .._seeding import seeded
 from ._checking import CheckResult, allclose, as_numpy
 
 __all__ = [
@@ -153,8 +154,8 @@ def _diagnose_lstm(h_out, c_out, x, h, c, p, eps):
 def check_ln_lstm_step(step, *, seed: int = 0) -> CheckResult:
     """Check one LN-LSTM step against :class:`layernorm_tutorial.rnn.LayerNormLSTMCell`."""
     eps = 1e-5
-    torch.manual_seed(seed)
-    cell = rnn.LayerNormLSTMCell(3, 6, eps=eps).double()
+    with seeded(seed):
+        cell = rnn.LayerNormLSTMCell(3, 6, eps=eps).double()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in cell.named_parameters():

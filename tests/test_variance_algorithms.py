@@ -1,10 +1,10 @@
-"""Tests for layernorm_tutorial.variance: three variance algorithms and Welford merging."""
+"""Tests for layernorm_tutorial.variance_algorithms: three variance algorithms, merging."""
 
 import numpy as np
 import pytest
 import torch
 
-from layernorm_tutorial.variance import (
+from layernorm_tutorial.variance_algorithms import (
     VARIANCE_ALGORITHMS,
     WelfordState,
     naive_variance,
