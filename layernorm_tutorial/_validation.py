@@ -136,11 +136,6 @@ def as_eps(eps, name: str = "eps"):
     return value
 
 
-def check_eps(eps, name: str = "eps") -> None:
-    """Raise unless ``eps`` is None or a non-negative real number (see :func:`as_eps`)."""
-    as_eps(eps, name)
-
-
 def check_batch_norm_eps(eps, training: bool) -> None:
     """Torch's rule: training-mode batch norm needs ``eps > 0`` (a constant channel would
     divide 0 by 0); evaluation mode needs ``eps >= 0``. Same ValueError text as torch 2.13."""
@@ -180,19 +175,27 @@ def check_momentum(momentum, name: str = "momentum") -> None:
         )
 
 
-def check_batch_norm_args(input, running_mean, running_var, weight, bias,
-                          training, momentum, eps) -> None:
-    """All argument checks of ``batch_norm`` (functional and hand-derived autograd alike)."""
+def check_channel_norm_args(fn, input, running_mean, running_var, weight, bias,
+                            momentum) -> None:
+    """Checks shared by batch and instance norm: an ``(N, C, *)`` input and per-channel
+    ``(C,)`` running statistics and parameters of a compatible dtype."""
     check_tensor(input, "input")
-    check_channels_input(input, "batch_norm")
+    check_channels_input(input, fn)
     num_channels = input.shape[1]
     check_running_stat(running_mean, "running_mean", num_channels)
     check_running_stat(running_var, "running_var", num_channels)
     check_param(weight, "weight", (num_channels,))
     check_param(bias, "bias", (num_channels,))
-    check_param_dtypes("batch_norm", input, running_mean=running_mean,
-                       running_var=running_var, weight=weight, bias=bias)
+    check_param_dtypes(fn, input, running_mean=running_mean, running_var=running_var,
+                       weight=weight, bias=bias)
     check_momentum(momentum)
+
+
+def check_batch_norm_args(input, running_mean, running_var, weight, bias,
+                          training, momentum, eps) -> None:
+    """All argument checks of ``batch_norm`` (functional and hand-derived autograd alike)."""
+    check_channel_norm_args("batch_norm", input, running_mean, running_var, weight, bias,
+                            momentum)
     if training:
         verify_batch_size(input.shape)
     elif running_mean is None or running_var is None:
@@ -200,6 +203,19 @@ def check_batch_norm_args(input, running_mean, running_var, weight, bias,
             "batch_norm: running_mean and running_var must be tensors when training=False"
         )
     check_batch_norm_eps(eps, training)  # after the batch-size check, in torch's order
+
+
+def check_instance_norm_args(input, running_mean, running_var, weight, bias,
+                             use_input_stats, momentum, eps) -> None:
+    """All argument checks of ``instance_norm`` (eps = 0 is allowed, as in torch)."""
+    check_channel_norm_args("instance_norm", input, running_mean, running_var, weight, bias,
+                            momentum)
+    as_eps(eps)
+    if use_input_stats:
+        verify_spatial_size(input.shape)
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("instance_norm: running_mean and running_var must be tensors "
+                           "when use_input_stats=False")
 
 
 def check_layer_norm_args(input, normalized_shape, weight, bias, eps):

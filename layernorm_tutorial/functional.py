@@ -44,16 +44,14 @@ from ._validation import (
     as_shape,
     check_batch_norm_args,
     check_channels_input,
+    check_instance_norm_args,
     check_layer_norm_args,
-    check_momentum,
     check_normalized_shape,
     check_param,
     check_param_dtypes,
-    check_running_stat,
     check_tensor,
     compute_dtype,
     verify_batch_size,
-    verify_spatial_size,
 )
 from .running_stats import update_running_stats
 
@@ -252,22 +250,10 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     sample-channel pair becomes its own channel); running statistics, when given, are updated
     with the average over the batch of the per-instance updates.
     """
-    check_tensor(input, "input")
-    check_channels_input(input, "instance_norm")
+    check_instance_norm_args(input, running_mean, running_var, weight, bias,
+                             use_input_stats, momentum, eps)
     n, c = input.shape[:2]
-    check_running_stat(running_mean, "running_mean", c)
-    check_running_stat(running_var, "running_var", c)
-    check_param(weight, "weight", (c,))
-    check_param(bias, "bias", (c,))
-    check_param_dtypes("instance_norm", input, running_mean=running_mean,
-                       running_var=running_var, weight=weight, bias=bias)
-    check_momentum(momentum)
     eps = as_eps(eps)
-    if use_input_stats:
-        verify_spatial_size(input.shape)
-    elif running_mean is None or running_var is None:
-        raise RuntimeError("instance_norm: running_mean and running_var must be tensors "
-                           "when use_input_stats=False")
     folded = input.reshape((1, n * c) + tuple(input.shape[2:]))
     rm = running_mean.repeat(n) if running_mean is not None else None
     rv = running_var.repeat(n) if running_var is not None else None

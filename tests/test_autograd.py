@@ -143,14 +143,21 @@ def test_layer_norm_gradgradcheck(mode, normalized_shape):
     assert torch.autograd.gradgradcheck(call, leaves, eps=1e-6, atol=1e-5, rtol=1e-4)
 
 
+def _batch_norm_with_fresh_stats(batch_norm, training, seed):
+    """``batch_norm(input, weight, bias)`` with copies of fixed running statistics, so that
+    repeated calls (finite differences, two implementations) see the same statistics."""
+    rm, rv = randn((3,), seed=seed), positive((3,), seed=seed + 1)
+
+    def call(input, weight, bias):
+        return batch_norm(input, rm.clone(), rv.clone(), weight, bias, training=training)
+
+    return call
+
+
 @pytest.mark.parametrize("training", [True, False])
 def test_batch_norm_gradgradcheck(training):
     weight, bias = affine_params("both", (3,), seed=31)
-    rm, rv = randn((3,), seed=32), positive((3,), seed=33)
-
-    def call(input, weight, bias):
-        return A.batch_norm(input, rm.clone(), rv.clone(), weight, bias, training=training)
-
+    call = _batch_norm_with_fresh_stats(A.batch_norm, training, seed=32)
     leaves = [t.clone().requires_grad_(True) for t in (randn((5, 3, 2), seed=31), weight, bias)]
     assert torch.autograd.gradgradcheck(call, leaves, eps=1e-6, atol=1e-5, rtol=1e-4)
 
@@ -187,17 +194,11 @@ def test_layer_norm_hessian_vector_product_matches_torch(mode):
 @pytest.mark.parametrize("training", [True, False])
 def test_batch_norm_hessian_vector_product_matches_torch(training):
     weight, bias = affine_params("both", (3,), seed=42)
-    rm, rv = randn((3,), seed=43), positive((3,), seed=44)
-
-    def ours(input, weight, bias):
-        return A.batch_norm(input, rm.clone(), rv.clone(), weight, bias, training=training)
-
-    def theirs(input, weight, bias):
-        return TF.batch_norm(input, rm.clone(), rv.clone(), weight, bias, training=training)
-
     tensors = {"input": randn((5, 3, 2), seed=42), "weight": weight, "bias": bias}
-    mine = _hessian_vector_products(ours, tensors, seed=45)
-    ref = _hessian_vector_products(theirs, tensors, seed=45)
+    mine = _hessian_vector_products(_batch_norm_with_fresh_stats(A.batch_norm, training, 43),
+                                    tensors, seed=45)
+    ref = _hessian_vector_products(_batch_norm_with_fresh_stats(TF.batch_norm, training, 43),
+                                   tensors, seed=45)
     for name in mine:
         assert_close(mine[name], ref[name], f"Hv w.r.t. {name}")
 
