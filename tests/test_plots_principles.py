@@ -64,6 +64,8 @@ def test_init_scale_sweep():
     assert "accuracy" in fig.axes[0].get_ylabel()
     means = fig.axes[0].lines[0].get_ydata()
     np.testing.assert_allclose(means, acc[0, 0].mean(-1))
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(labels) == 4 and any("He" in label for label in labels)
 
 
 def test_variance_errors():

@@ -113,33 +113,37 @@ def plot_init_scale_sweep(sweep, *, marks: dict | None = None):
     ``sweep`` is an ``init_sensitivity.InitScaleSweep``. Each curve (with and without
     LayerNorm) shows the mean over seeds as markers and a line, and vertical bars from the
     smallest to the largest seed; ``marks`` optionally maps a label to a scale drawn as a
-    dotted vertical line.
+    vertical line in every panel. One legend, below the panels.
     """
     lrs = list(sweep.lrs)
-    fig, axes = new_figure(1, len(lrs), height=3.3, sharey=True)
+    fig, axes = new_figure(1, len(lrs), height=3.9, sharey=True)
     axes = np.atleast_1d(axes)
     scales = np.asarray(sweep.scales, dtype=np.float64)
     styles = ((False, "without LayerNorm", "tab:red", "o"),
               (True, "with LayerNorm", "tab:blue", "s"))
+    mark_styles = iter([":", "-.", "--"])
+    marks = {text: (position, next(mark_styles)) for text, position in (marks or {}).items()}
     for ax, lr in zip(axes, lrs, strict=True):
+        first = ax is axes[0]
         for layer_norm, label, color, marker in styles:
             spread = sweep.spread(layer_norm, lr)
             mean = spread["mean"]
             ax.errorbar(scales, mean, yerr=[mean - spread["min"], spread["max"] - mean],
                         color=color, marker=marker, ms=5, capsize=3, lw=1.5,
-                        label=f"{label} (mean, min-max of {len(sweep.seeds)} seeds)")
-        for text, position in (marks or {}).items():
-            ax.axvline(position, color="gray", lw=1, ls=":")
-            ax.text(position, 0.5, f" {text}", fontsize=8, color="gray", rotation=90,
-                    va="center")
-        ax.axhline(0.1, color="gray", lw=1, ls="--", label="chance (10 classes)")
+                        label=f"{label} (mean; bars: min-max of {len(sweep.seeds)} seeds)"
+                        if first else None)
+        for text, (position, style) in marks.items():
+            ax.axvline(position, color="gray", lw=1, ls=style,
+                       label=f"scale = {position:.2g}: {text}" if first else None)
+        ax.axhline(0.1, color="silver", lw=1, ls="-",
+                   label="chance (10 classes)" if first else None)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("initial weight scale (multiple of He's std)")
         ax.set_title(f"learning rate {lr:g}")
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"test accuracy after {sweep.epochs} epochs")
-    axes[0].legend(fontsize=7, loc="lower left")
+    fig.legend(loc="outside lower center", ncol=2, fontsize=8)
     return fig
 
 
