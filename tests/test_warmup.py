@@ -19,6 +19,8 @@ def test_shapes_and_learning_rate_schedule():
     assert trace["loss"].shape == trace["lr"].shape == trace["output_change"].shape == (5,)
     np.testing.assert_allclose(trace["lr"], [0.025, 0.05, 0.075, 0.1, 0.1])
     assert 0.0 <= trace["accuracy"] <= 1.0
+    probed = warmup.early_training_trace(1, norm_first=True, steps=3, probe_steps=2, **SMALL)
+    assert (probed["output_change"][:2] > 0).all() and np.isnan(probed["output_change"][2])
 
 
 def _untrained_gradients(num_layers, norm_first, seed):
@@ -71,7 +73,7 @@ def test_caller_random_state_survives():
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"num_layers": 0}, "num_layers"), ({"steps": 0}, "steps"), ({"lr": 0.0}, "lr"),
-    ({"warmup_steps": -1}, "warmup_steps"),
+    ({"warmup_steps": -1}, "warmup_steps"), ({"probe_steps": -1}, "probe_steps"),
 ])
 def test_bad_arguments_name_the_argument(kwargs, match):
     args = {"num_layers": 1, "norm_first": True, "steps": 1, **SMALL, **kwargs}
