@@ -1,12 +1,17 @@
-"""Synchronized batch norm, the gloo launcher and the communication counter.
+"""Synchronized batch norm, the gloo launcher, the communication counter, the experiment.
 
 The two-process tests start real gloo groups on 127.0.0.1 (a few seconds each). Worker
 functions are defined at module level so the worker processes can import them.
 """
 
 import multiprocessing
+import os
 import socket
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -40,6 +45,21 @@ def failing_worker(rank, world_size):
 
 
 def sleeping_worker(rank, world_size):
+    time.sleep(60)
+
+
+def boom_worker(rank, world_size):
+    """Rank 1 raises; rank 0 waits in a collective, which then fails for want of its peer."""
+    if rank == 1:
+        raise ValueError("boom on rank 1")
+    t = torch.ones(3)
+    torch.distributed.all_reduce(t)
+    return t
+
+
+def dying_worker(rank, world_size):
+    if rank == 0:
+        os._exit(3)  # no exception, no report: the process is simply gone
     time.sleep(60)
 
 
@@ -112,8 +132,68 @@ def test_bad_inputs():
 
 def test_find_free_port_is_bindable():
     port = D.find_free_port()
+    assert 1024 <= port <= 65535  # an unprivileged port chosen by the OS, not 0
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", port))
+        sock.bind(("127.0.0.1", port))  # raises OSError if the port were taken
+        assert sock.getsockname() == ("127.0.0.1", port)
+
+
+@pytest.mark.parametrize("eps", [0.0, -1e-5])
+def test_training_with_non_positive_eps_raises_like_torch(eps):
+    x = torch.randn(4, 3)
+    x[:, 0] = 2.0  # a constant channel: eps = 0 would divide 0 by 0
+    with pytest.raises(ValueError) as torch_error:
+        F.batch_norm(x, None, None, training=True, eps=eps)
+    with pytest.raises(ValueError, match="eps") as ours:
+        D.sync_batch_norm(x, None, None, training=True, eps=eps)
+    if eps == 0:  # the package's one validator words it exactly as torch
+        assert str(ours.value) == str(torch_error.value)
+    with pytest.raises(ValueError, match="eps"):
+        D.SyncBatchNorm(3, eps=eps)(x)
+
+
+def test_evaluation_with_zero_eps_is_allowed_like_torch():
+    x = torch.randn(4, 3, dtype=torch.float64)
+    rm, rv = torch.randn(3, dtype=torch.float64), torch.rand(3, dtype=torch.float64) + 0.5
+    torch.testing.assert_close(D.sync_batch_norm(x, rm, rv, training=False, eps=0.0),
+                               F.batch_norm(x, rm, rv, training=False, eps=0.0))
+
+
+def test_cumulative_average_through_the_functional_form():
+    torch.manual_seed(4)
+    rm, rv = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    batches = [torch.randn(6, 3, dtype=torch.float64) * (t + 1) for t in range(3)]
+    for t, x in enumerate(batches, start=1):
+        D.sync_batch_norm(x, rm, rv, momentum=None, num_batches_tracked=t)
+    torch.testing.assert_close(rm, torch.stack([x.mean(0) for x in batches]).mean(0))
+    torch.testing.assert_close(rv, torch.stack([x.var(0) for x in batches]).mean(0))
+    with pytest.raises(ValueError, match="num_batches_tracked"):
+        D.sync_batch_norm(batches[0], rm, rv, momentum=None)
+
+
+def test_build_model_keeps_the_callers_random_state():
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    first = D.build_model("sync_bn", D.DEFAULT_CONFIG)
+    torch.testing.assert_close(torch.rand(4), expected)  # the reader's stream is untouched
+    torch.manual_seed(7)
+    second = D.build_model("sync_bn", D.DEFAULT_CONFIG)
+    for key, value in first.state_dict().items():  # and the weights depend on config only
+        torch.testing.assert_close(second.state_dict()[key], value)
+
+
+def test_public_names_and_module_sizes():
+    import layernorm_tutorial.distributed as package
+
+    for name in ("SyncBatchNormFunction", "SyncBatchNorm", "sync_batch_norm",
+                 "count_communication", "run_on_ranks", "DistributedRunError",
+                 "data_parallel_experiment", "full_batch_training", "VARIANTS"):
+        assert name in package.__all__ and hasattr(package, name)
+    folder = Path(package.__file__).parent
+    sizes = {p.name: len(p.read_text().splitlines()) for p in folder.glob("*.py")}
+    assert {"sync_batch_norm.py", "launcher.py", "experiment.py"} <= set(sizes)
+    assert max(sizes.values()) <= 400, sizes
 
 
 # ---- two gloo processes -----------------------------------------------------------------
@@ -157,6 +237,50 @@ def test_failure_on_one_rank_raises_with_its_traceback_and_cleans_up():
     assert "deliberate failure on rank 1" in str(info.value)
     assert time.monotonic() - start < 60
     assert multiprocessing.active_children() == []
+
+
+def test_the_root_cause_comes_first_not_the_knock_on_gloo_error():
+    # Rank 0's all_reduce fails with gloo's "Connection closed by peer" when rank 1 leaves;
+    # whichever report arrives first, the message must lead with rank 1's ValueError.
+    for _ in range(3):
+        with pytest.raises(D.DistributedRunError) as info:
+            D.run_on_ranks(boom_worker, 2, timeout=60, init_timeout=10)
+        message = str(info.value)
+        first_line = message.splitlines()[0]
+        assert first_line == "rank 1 of boom_worker failed: ValueError: boom on rank 1", message
+        assert 'raise ValueError("boom on rank 1")' in message  # rank 1's traceback
+        assert "other ranks:\n  rank 0" in message
+        assert multiprocessing.active_children() == []
+
+
+def test_a_rank_that_dies_while_running_is_named():
+    start = time.monotonic()
+    with pytest.raises(D.DistributedRunError) as info:
+        D.run_on_ranks(dying_worker, 2, timeout=60, init_timeout=10, failure_grace=0.5)
+    assert str(info.value).startswith(
+        "rank 0 of dying_worker died with exit code 3 while running it")
+    assert "rank 1: still running" in str(info.value)
+    assert time.monotonic() - start < 30  # not the 60 s timeout
+    assert multiprocessing.active_children() == []
+
+
+def test_a_script_without_main_guard_gets_a_hint(tmp_path):
+    script = tmp_path / "no_guard.py"
+    script.write_text(textwrap.dedent("""\
+        from layernorm_tutorial import distributed
+
+        try:
+            distributed.run_on_ranks(distributed.data_parallel_experiment, 2, timeout=60)
+        except distributed.DistributedRunError as err:
+            print(err)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    first_line = done.stdout.splitlines()[0]
+    assert first_line.startswith("rank 0 of data_parallel_experiment died with exit code"), \
+        done.stdout + done.stderr
+    assert 'if __name__ == "__main__":' in done.stdout
 
 
 def test_timeout_stops_every_process():

@@ -1,0 +1,157 @@
+"""Synchronized batch norm: batch statistics summed over all ranks with ``all_reduce``.
+
+In data-parallel training every process (rank) holds a copy of the model and a shard of the
+batch. Batch norm computed per rank uses only the shard's statistics; *synchronized* batch
+norm sums the per-channel statistics over all ranks so every rank normalizes with the
+statistics of the full batch. Forward sends (C + 1) + C numbers, backward 2C numbers, in
+three collectives. Without an initialized process group it is ordinary batch norm (as
+torch's ``SyncBatchNorm``). Layer norm needs nothing from other ranks.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .._validation import as_eps, check_batch_norm_eps
+from ..running_stats import update_running_stats
+from .communication import all_reduce_sum
+
+__all__ = ["SyncBatchNorm", "SyncBatchNormFunction", "sync_batch_norm"]
+
+
+def _channel_view(t: torch.Tensor, ndim: int) -> torch.Tensor:
+    """Reshape a (C,) tensor to broadcast over (N, C, *spatial)."""
+    return t.reshape(1, -1, *([1] * (ndim - 2)))
+
+
+class SyncBatchNormFunction(torch.autograd.Function):
+    """Batch norm over the union of all ranks' batches, with a hand-derived backward.
+
+    Forward, x of shape (N_r, C, *spatial) on rank r, M = total count per channel:
+        all_reduce [sum_r x, N_r * prod(spatial)]  ->  mean = S / M
+        all_reduce [sum_r (x - mean)^2]            ->  var = Q / M   (biased, two-pass)
+        xhat = (x - mean) / sqrt(var + eps);  y = weight * xhat + bias
+    Backward, g = dy * weight:
+        all_reduce [sum g, sum g * xhat]
+        dx = (g - sum(g) / M - xhat * sum(g xhat) / M) / sqrt(var + eps)
+    dweight = sum(dy * xhat) and dbias = sum(dy) stay local: data-parallel training averages
+    them with the other parameter gradients. Returns (y, mean, var, count) with the last
+    three non-differentiable (for the running statistics; count is M, summed over ranks).
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps, group):
+        dims = tuple(d for d in range(x.dim()) if d != 1)
+        local_count = x.numel() // x.shape[1]
+        first = torch.cat([x.sum(dim=dims), x.new_tensor([float(local_count)])])
+        all_reduce_sum(first, "sync_bn forward: sum and count", group)
+        total = first[-1]
+        mean = first[:-1] / total
+        centered = x - _channel_view(mean, x.dim())
+        second = (centered * centered).sum(dim=dims)
+        all_reduce_sum(second, "sync_bn forward: sum of squares", group)
+        var = second / total
+        invstd = torch.rsqrt(var + eps)
+        xhat = centered * _channel_view(invstd, x.dim())
+        y = xhat
+        if weight is not None:
+            y = y * _channel_view(weight, x.dim())
+        if bias is not None:
+            y = y + _channel_view(bias, x.dim())
+        ctx.save_for_backward(xhat, invstd, weight, total)
+        ctx.group = group
+        ctx.has_bias = bias is not None
+        ctx.mark_non_differentiable(mean, var, total)
+        return y, mean, var, total
+
+    @staticmethod
+    def backward(ctx, dy, _dmean, _dvar, _dcount):
+        xhat, invstd, weight, total = ctx.saved_tensors
+        dims = tuple(d for d in range(dy.dim()) if d != 1)
+        g = dy if weight is None else dy * _channel_view(weight, dy.dim())
+        sums = torch.cat([g.sum(dim=dims), (g * xhat).sum(dim=dims)])
+        all_reduce_sum(sums, "sync_bn backward: gradient sums", ctx.group)
+        c = dy.shape[1]
+        mean_g = _channel_view(sums[:c] / total, dy.dim())
+        mean_gx = _channel_view(sums[c:] / total, dy.dim())
+        dx = (g - mean_g - xhat * mean_gx) * _channel_view(invstd, dy.dim())
+        dweight = (dy * xhat).sum(dim=dims) if weight is not None else None
+        dbias = dy.sum(dim=dims) if ctx.has_bias else None
+        return dx, dweight, dbias, None, None
+
+
+def sync_batch_norm(x, running_mean, running_var, weight=None, bias=None, training=True,
+                    momentum=0.1, eps=1e-5, group=None, num_batches_tracked=None):
+    """Functional synchronized batch norm for x of shape (N, C, *spatial).
+
+    Training: normalize with the statistics of all ranks' batches together and, if buffers are
+    given, update them in place by the book's running-statistics equation
+    (:func:`~layernorm_tutorial.running_stats.update_running_stats`, with the unbiased
+    variance var * M / (M - 1) of the global count M; ``momentum=None`` is the cumulative
+    average and needs ``num_batches_tracked``, counting this batch). Evaluation: use the
+    running statistics (no communication). ``eps`` must be positive in training and
+    non-negative in evaluation, as in torch (ValueError otherwise).
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        raise ValueError(f"x must be a tensor of shape (N, C, ...), got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    check_batch_norm_eps(eps, training)
+    eps = as_eps(eps)
+    if not training:
+        if running_mean is None or running_var is None:
+            raise ValueError("evaluation mode needs running_mean and running_var")
+        invstd = torch.rsqrt(running_var + eps)
+        y = (x - _channel_view(running_mean, x.dim())) * _channel_view(invstd, x.dim())
+        if weight is not None:
+            y = y * _channel_view(weight, x.dim())
+        if bias is not None:
+            y = y + _channel_view(bias, x.dim())
+        return y
+    y, mean, var, count = SyncBatchNormFunction.apply(x, weight, bias, eps, group)
+    # count: all ranks' values per channel together (shards may differ in size)
+    update_running_stats(running_mean, running_var, mean, var, int(count), momentum,
+                         num_batches_tracked)
+    return y
+
+
+class SyncBatchNorm(nn.Module):
+    """Module with torch's BatchNorm buffers and state_dict keys, synchronized over ranks.
+
+    ``momentum=None`` uses the cumulative average (factor 1 / num_batches_tracked), as torch.
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, process_group=None):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.process_group = process_group
+        if affine:
+            self.weight = nn.Parameter(torch.ones(num_features))
+            self.bias = nn.Parameter(torch.zeros(num_features))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", torch.zeros(num_features))
+            self.register_buffer("running_var", torch.ones(num_features))
+            self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
+        else:
+            self.running_mean = self.running_var = self.num_batches_tracked = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() < 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"expected input of shape (N, {self.num_features}, ...), "
+                             f"got {tuple(x.shape)}")
+        if not self.training and self.track_running_stats:
+            return sync_batch_norm(x, self.running_mean, self.running_var, self.weight,
+                                   self.bias, False, 0.0, self.eps, self.process_group)
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.add_(1)  # counts this batch, then the update
+            return sync_batch_norm(x, self.running_mean, self.running_var, self.weight,
+                                   self.bias, True, self.momentum, self.eps,
+                                   self.process_group, self.num_batches_tracked)
+        # no running statistics (or training without tracking them): batch statistics only
+        return sync_batch_norm(x, None, None, self.weight, self.bias, True, 0.0, self.eps,
+                               self.process_group)
