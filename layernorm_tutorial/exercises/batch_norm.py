@@ -253,7 +253,7 @@ def _check_initial_buffers(layer, c: int) -> CheckResult | None:
 def _check_class(cls, seed: int) -> CheckResult:
     """Construct with C=4; three training steps (batches of 8, 5 and 2; a feature with tiny
     variance, a constant feature) checking outputs and running statistics; two evaluation
-    steps (6 samples, 1 sample)."""
+    steps (6 samples, 1 sample) with one feature's running variance set to 1e-6."""
     rng = np.random.default_rng(seed)
     c, eps, momentum = 4, 1e-5, 0.1
     try:
@@ -298,6 +298,8 @@ def _check_class(cls, seed: int) -> CheckResult:
         # keep the reader's state aligned with the reference for the next step
         layer.running_mean, layer.running_var = rm.numpy().copy(), rv.numpy().copy()
 
+    rv[3] = 1e-6  # a feature whose running variance is tiny: eps matters in evaluation
+    layer.running_var = rv.numpy().copy()
     for where, x in [("evaluation on a batch of 6", rng.standard_normal((6, c)) + 0.3),
                      ("evaluation on a single sample", rng.standard_normal((1, c)))]:
         rm_before, rv_before = rm.numpy().copy(), rv.numpy().copy()

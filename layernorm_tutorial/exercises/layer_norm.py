@@ -80,7 +80,7 @@ def _forward_mistakes(x, gamma, beta, eps) -> dict[str, np.ndarray]:
     for fixed in _HARD_CODED_EPS:
         if fixed != eps:
             out[f"the eps argument is ignored (eps={fixed:g} is hard-coded): use the eps "
-                f"passed in (here {eps:g})"] = \
+                "passed in"] = \
                 gamma * (x - mean) / np.sqrt(var + fixed) + beta
     out["square root is missing: divide by sqrt(var + eps), not (var + eps)"] = \
         gamma * (x - mean) / (var + eps) + beta

@@ -1,0 +1,319 @@
+"""The drill checkers never tell a reader the wrong thing (issue 12, items 9-11).
+
+* Every mistake in the checkers' tables, fed to its checker as a reader's answer, is
+  diagnosed with its own words (and no other mistake's).
+* Correct answers written differently (float32, ``torch.var_mean``, einsum, ``[out, cache]``
+  as a list, the torch form of the GroupNorm exercise) pass.
+* A mistake is named only when it explains the output beyond doubt: a float32 solution is not
+  blamed for "unbiased variance" (the old checker did that on the tiny-variance case), and an
+  output off by float32-sized noise is told that precision is the issue.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from layernorm_tutorial import numpy_ref
+from layernorm_tutorial.exercises import batch_norm as bn_drill
+from layernorm_tutorial.exercises import group_norm as gn_drill
+from layernorm_tutorial.exercises import layer_norm as ln_drill
+
+RNG = np.random.default_rng(0)
+
+
+# --------------------------------------------------------------------------- LayerNorm
+def _correct_backward(dout, cache):
+    x, gamma, eps = cache
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    rstd = 1 / np.sqrt(var + eps)
+    xhat = (x - mean) * rstd
+    g = dout * gamma
+    lead = tuple(range(x.ndim - 1))
+    dx = rstd * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True))
+    return dx, (dout * xhat).sum(lead), dout.sum(lead)
+
+
+def _forward_with_cache(x, gamma, beta, eps):
+    return numpy_ref.layer_norm_forward(x, gamma, beta, eps)[0], (x, gamma, eps)
+
+
+def _all_forward_mistakes():
+    x3 = RNG.standard_normal((2, 3, 5))
+    messages = list(ln_drill._forward_mistakes(x3, np.ones(5), np.zeros(5), 1e-2))
+    return messages
+
+
+@pytest.mark.parametrize("message", _all_forward_mistakes())
+def test_every_layer_norm_forward_mistake_is_named(message):
+    def reader(x, gamma, beta, eps):
+        correct = numpy_ref.layer_norm_forward(x, gamma, beta, eps)[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return ln_drill._forward_mistakes(x, gamma, beta, eps).get(message, correct), None
+
+    result = ln_drill.check_layer_norm(reader)
+    assert not result.passed
+    assert message in result.message, result.message
+
+
+def _all_backward_mistakes():
+    x, gamma, dout = RNG.standard_normal((4, 3)), np.ones(3), RNG.standard_normal((4, 3))
+    table = ln_drill._backward_mistakes(x, gamma, 1e-5, dout)
+    return [(label, message) for label, mistakes in table.items() for message in mistakes]
+
+
+@pytest.mark.parametrize(("label", "message"), _all_backward_mistakes())
+def test_every_layer_norm_backward_mistake_is_named(label, message):
+    def reader(dout, cache):
+        x, gamma, eps = cache
+        grads = dict(zip(("dx", "dgamma", "dbeta"), _correct_backward(dout, cache), strict=True))
+        grads[label] = ln_drill._backward_mistakes(x, gamma, eps, dout)[label][message]
+        return grads["dx"], grads["dgamma"], grads["dbeta"]
+
+    result = ln_drill.check_layer_norm(_forward_with_cache, reader)
+    assert not result.passed
+    assert message in result.message, result.message
+
+
+def _float32_forward(x, gamma, beta, eps):
+    x32 = x.astype(np.float32)
+    mean, var = x32.mean(-1, keepdims=True), x32.var(-1, keepdims=True)
+    xhat = (x32 - mean) / np.sqrt(var + np.float32(eps))
+    out = gamma.astype(np.float32) * xhat + beta.astype(np.float32)
+    return out, (xhat, np.float32(1) / np.sqrt(var + np.float32(eps)), gamma.astype(np.float32))
+
+
+def _float32_backward(dout, cache):
+    xhat, rstd, gamma = cache
+    dout = dout.astype(np.float32)
+    g = dout * gamma
+    lead = tuple(range(dout.ndim - 1))
+    dx = rstd * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True))
+    return dx, (dout * xhat).sum(lead), dout.sum(lead)
+
+
+def _var_mean_forward(x, gamma, beta, eps):
+    t = torch.as_tensor(x)
+    var, mean = torch.var_mean(t, dim=-1, keepdim=True, correction=0)
+    out = (t - mean) * torch.rsqrt(var + eps) * torch.as_tensor(gamma) + torch.as_tensor(beta)
+    return out.numpy(), (x, gamma, eps)
+
+
+def _einsum_forward(x, gamma, beta, eps):
+    d = x.shape[-1]
+    mean = np.einsum("...d->...", x)[..., None] / d
+    centred = x - mean
+    var = np.einsum("...d,...d->...", centred, centred)[..., None] / d
+    return [gamma * centred / np.sqrt(var + eps) + beta, (x, gamma, eps)]  # a list pair
+
+
+def _einsum_backward(dout, cache):
+    return list(_correct_backward(dout, cache))
+
+
+@pytest.mark.parametrize(("forward", "backward"), [
+    (numpy_ref.layer_norm_forward, numpy_ref.layer_norm_backward),
+    (_float32_forward, _float32_backward),
+    (_var_mean_forward, _correct_backward),
+    (_einsum_forward, _einsum_backward),
+    (lambda *args: _einsum_forward(*args)[0], None),      # out alone, no backward
+], ids=["reference", "float32", "torch.var_mean", "einsum-list-pair", "out-alone"])
+def test_correct_layer_norms_written_differently_pass(forward, backward):
+    result = ln_drill.check_layer_norm(forward, backward)
+    assert result.passed, result.message
+
+
+def test_float32_solution_is_compared_at_float32_precision_and_never_blamed():
+    """The old checker said "variance is unbiased" to this correct float32 solution."""
+    result = ln_drill.check_layer_norm(_float32_forward)
+    assert result.passed and "float32" in result.message, result.message
+    assert "unbiased" not in result.message
+
+
+def test_float32_sized_noise_in_a_float64_output_is_reported_as_precision():
+    def noisy(x, gamma, beta, eps):
+        out = numpy_ref.layer_norm_forward(x, gamma, beta, eps)[0]
+        return out * (1 + 1e-5 * np.sin(np.arange(out.size)).reshape(out.shape)), None
+
+    result = ln_drill.check_layer_norm(noisy)
+    assert not result.passed
+    assert "float32 precision" in result.message, result.message
+    assert "unbiased" not in result.message and "eps" not in result.message.split("(")[0]
+
+
+@pytest.mark.parametrize(("fixed", "words"), [
+    (1e-6, "eps argument is ignored (eps=1e-06 is hard-coded)"),
+    (1e-5, "eps argument is ignored (eps=1e-05 is hard-coded)"),
+    (0.0, "eps is missing"),
+])
+def test_hard_coded_or_missing_eps_is_named_as_such(fixed, words):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = ln_drill.check_layer_norm(
+            lambda x, g, b, eps: numpy_ref.layer_norm_forward(x, g, b, fixed))
+    assert not result.passed and words in result.message, result.message
+
+
+def test_a_mistake_within_the_tolerance_of_the_correct_answer_is_not_named():
+    """On a case where the mistake and the right answer coincide, matching it proves nothing."""
+    x, gamma, beta = RNG.standard_normal((3, 4)), np.ones(4), np.zeros(4)
+    expected = numpy_ref.layer_norm_forward(x, gamma, beta, 1e-5)[0]
+    close = expected + 1e-9
+    assert ln_drill.diagnose([(close, expected, 1e-8, {"a mistake": expected + 2e-9})]) is None
+    far = expected + 1.0
+    assert ln_drill.diagnose([(far, expected, 1e-8, {"a mistake": far})]) == "a mistake"
+
+
+# --------------------------------------------------------------------------- GroupNorm
+def _all_group_norm_mistakes():
+    x = RNG.standard_normal((2, 6, 3, 6))
+    return list(gn_drill._mistakes(x, 3, np.ones(6), np.zeros(6), 1e-5, affine=True))
+
+
+@pytest.mark.parametrize("message", _all_group_norm_mistakes())
+def test_every_group_norm_mistake_is_named(message):
+    def reader(x, num_groups, gamma, beta, eps):
+        correct = gn_drill.group_norm_via_reshape(x, num_groups, gamma, beta, eps)
+        return gn_drill._mistakes(x, num_groups, gamma, beta, eps, True).get(message, correct)
+
+    result = gn_drill.check_group_norm(reader)
+    assert not result.passed
+    assert message in result.message, result.message
+
+
+@pytest.mark.parametrize("fn", [
+    gn_drill.group_norm_via_reshape,
+    lambda x, g, gamma, beta, eps: gn_drill.group_norm_via_reshape(
+        x.astype(np.float32), g, gamma, beta, eps).astype(np.float32),
+    gn_drill.reference_group_norm,                                    # the torch form
+    lambda x, g, eps: gn_drill.reference_group_norm(x.float(), g, eps),
+    lambda x, g, eps: torch.nn.functional.group_norm(x, g, eps=eps),
+], ids=["numpy", "numpy-float32", "torch-form", "torch-form-float32", "torch-group_norm"])
+def test_correct_group_norms_written_differently_pass(fn):
+    result = gn_drill.check_group_norm(fn)
+    assert result.passed, result.message
+
+
+# --------------------------------------------------------------------------- running stats
+def _update_messages():
+    old, stat = np.zeros(3), np.ones(3)
+    return ([("running_mean", m) for m in bn_drill._update_mistakes("running_mean", old, stat,
+                                                                     0.1)] +
+            [("running_var", m) for m in bn_drill._update_mistakes("running_var", old, stat,
+                                                                    0.1, stat)])
+
+
+@pytest.mark.parametrize(("label", "message"), _update_messages())
+def test_every_running_update_mistake_is_named_in_the_function_form(label, message):
+    def reader(running_mean, running_var, batch, momentum, step):
+        new = dict(zip(("running_mean", "running_var"), bn_drill.reference_running_update(
+            running_mean, running_var, batch, momentum, step), strict=True))
+        b = batch.numpy()
+        old = (running_mean if label == "running_mean" else running_var).numpy()
+        stat = b.mean(0) if label == "running_mean" else b.var(0, ddof=1)
+        biased = None if label == "running_mean" else b.var(0)
+        m = momentum if momentum is not None else 1 / step
+        new[label] = torch.as_tensor(
+            bn_drill._update_mistakes(label, old, stat, m, biased)[message])
+        return new["running_mean"], new["running_var"]
+
+    result = bn_drill.check_running_statistics(reader)
+    assert not result.passed
+    assert message in result.message, result.message
+
+
+def _class_with_update_mistake(label, message):
+    class Reader(bn_drill.BatchNormWithRunningStats):
+        def forward(self, x, training=True):
+            old = {"running_mean": self.running_mean.copy(),
+                   "running_var": self.running_var.copy()}
+            out = super().forward(x, training)
+            if training:
+                stat = x.mean(0) if label == "running_mean" else x.var(0, ddof=1)
+                biased = None if label == "running_mean" else x.var(0)
+                setattr(self, label, bn_drill._update_mistakes(label, old[label], stat,
+                                                               self.momentum, biased)[message])
+            return out
+
+    return Reader
+
+
+@pytest.mark.parametrize(("label", "message"), _update_messages())
+def test_every_running_update_mistake_is_named_in_the_class_form(label, message):
+    result = bn_drill.check_running_statistics(_class_with_update_mistake(label, message))
+    assert not result.passed
+    assert message in result.message, result.message
+
+
+def _output_messages():
+    x, g, b, rm, rv = RNG.standard_normal((4, 3)), np.ones(3), np.zeros(3), np.zeros(3), \
+        np.ones(3)
+    return ([("train", m) for m in bn_drill._train_output_mistakes(x, g, b, 1e-5, rm, rv)] +
+            [("eval", m) for m in bn_drill._eval_output_mistakes(x, g, b, 1e-5, rm, rv, 0.1)])
+
+
+@pytest.mark.parametrize(("mode", "message"), _output_messages())
+def test_every_batch_norm_output_mistake_is_named(mode, message):
+    class Reader(bn_drill.BatchNormWithRunningStats):
+        def forward(self, x, training=True):
+            rm, rv = self.running_mean.copy(), self.running_var.copy()
+            correct = super().forward(x, training)
+            if training and mode == "train":
+                table = bn_drill._train_output_mistakes(x, self.gamma, self.beta, self.eps,
+                                                        rm, rv)
+            elif not training and mode == "eval":
+                table = bn_drill._eval_output_mistakes(x, self.gamma, self.beta, self.eps,
+                                                       rm, rv, self.momentum)
+            else:
+                table = {}
+            return table.get(message, correct)
+
+    result = bn_drill.check_running_statistics(Reader)
+    assert not result.passed
+    assert message in result.message, result.message
+
+
+def test_new_batch_norm_mistakes_written_by_hand_are_named():
+    class RunningStd(bn_drill.BatchNormWithRunningStats):
+        def forward(self, x, training=True):
+            if not training:
+                return self.gamma * (x - self.running_mean) / (self.running_var + self.eps) \
+                    + self.beta
+            m, old_running = self.momentum, self.running_var.copy()
+            out = super().forward(x, True)
+            self.running_var = (1 - m) * old_running + m * x.std(0, ddof=1)
+            return out
+
+    class UpdatesInEval(bn_drill.BatchNormWithRunningStats):
+        def forward(self, x, training=True):
+            if training or len(x) < 2:
+                return super().forward(x, training)
+            m = self.momentum
+            self.running_mean = (1 - m) * self.running_mean + m * x.mean(0)
+            self.running_var = (1 - m) * self.running_var + m * x.var(0, ddof=1)
+            return super().forward(x, False)
+
+    assert "running standard deviation" in bn_drill.check_running_statistics(RunningStd).message
+    result = bn_drill.check_running_statistics(UpdatesInEval)
+    assert "updates the running statistics with this batch before normalizing" in result.message
+
+
+def test_correct_running_statistics_written_differently_pass():
+    class Float32(bn_drill.BatchNormWithRunningStats):
+        def forward(self, x, training=True):
+            return super().forward(x.astype(np.float32), training).astype(np.float32)
+
+    def float32_update(running_mean, running_var, batch, momentum, step):
+        new = bn_drill.reference_running_update(running_mean, running_var, batch, momentum, step)
+        return [t.float() for t in new]                                   # a list pair
+
+    def by_torch_module(running_mean, running_var, batch, momentum, step):
+        bn = torch.nn.BatchNorm1d(batch.shape[1], momentum=momentum).double()
+        bn.running_mean.copy_(running_mean)
+        bn.running_var.copy_(running_var)
+        bn.num_batches_tracked.fill_(step - 1)
+        bn(batch)
+        return bn.running_mean, bn.running_var
+
+    for solution in (bn_drill.BatchNormWithRunningStats, Float32,
+                     bn_drill.reference_running_update, float32_update, by_torch_module):
+        result = bn_drill.check_running_statistics(solution)
+        assert result.passed, (solution, result.message)
