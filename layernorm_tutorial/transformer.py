@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as TF
 from torch import Tensor, nn
 
 from .nn import LayerNorm, RMSNorm
@@ -67,7 +67,7 @@ class MultiHeadSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         b, t, d = x.shape
-        q, k, v = F.linear(x, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
+        q, k, v = TF.linear(x, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
         head_dim = d // self.nhead
         q, k, v = (z.reshape(b, t, self.nhead, head_dim).transpose(1, 2) for z in (q, k, v))
         scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)  # (B, nhead, T, T)
@@ -102,7 +102,7 @@ class TransformerEncoderBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
-        self.activation = F.relu if activation == "relu" else F.gelu
+        self.activation = TF.relu if activation == "relu" else TF.gelu
 
     def attention_branch(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
         return self.dropout1(self.self_attn(x, key_padding_mask))

@@ -27,7 +27,7 @@ from conftest import (
 )
 
 from layernorm_tutorial import autograd as A
-from layernorm_tutorial import functional as F
+from layernorm_tutorial import functional
 from layernorm_tutorial import numpy_ref as R
 
 
@@ -103,7 +103,7 @@ LN_EXAMPLE = {
 @pytest.mark.parametrize("wrong", [ln_eps_outside_sqrt, ln_unbiased_variance, ln_wrong_axis,
                                    ln_missing_affine], ids=lambda f: f.__name__)
 def test_comparison_with_torch_rejects_wrong_layer_norms(wrong):
-    assert_matches(F.layer_norm, TF.layer_norm, LN_EXAMPLE)  # the package passes
+    assert_matches(functional.layer_norm, TF.layer_norm, LN_EXAMPLE)  # the package passes
     with pytest.raises(AssertionError, match="output differs"):
         assert_matches(wrong, TF.layer_norm, LN_EXAMPLE)
 
@@ -112,7 +112,7 @@ def test_eps_outside_sqrt_is_caught_even_with_large_variance():
     """The smallest of these errors: relative ~eps / (2 var). With var ~ 4 it is ~1e-6,
     still 10x above the float64 tolerance."""
     example = {**LN_EXAMPLE, "input": 2.0 * LN_EXAMPLE["input"]}
-    assert_matches(F.layer_norm, TF.layer_norm, example)
+    assert_matches(functional.layer_norm, TF.layer_norm, example)
     with pytest.raises(AssertionError):
         assert_matches(ln_eps_outside_sqrt, TF.layer_norm, example)
 
@@ -121,20 +121,20 @@ def test_naive_variance_passes_float64_comparison_but_fails_the_numerics_check()
     """E[x^2] - E[x]^2 agrees with torch on N(0, 1) data in float64: only the large-offset
     float32 check (test_numerics) exposes it."""
     assert_matches(ln_naive_variance, TF.layer_norm, LN_EXAMPLE)
-    check_large_offset_layer_norm(F.layer_norm)
+    check_large_offset_layer_norm(functional.layer_norm)
     with pytest.raises(AssertionError, match="max abs error"):
         check_large_offset_layer_norm(ln_naive_variance)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_constant_rows_check_rejects_a_naive_mean(dtype):
-    check_constant_rows_layer_norm(F.layer_norm, dtype)
+    check_constant_rows_layer_norm(functional.layer_norm, dtype)
     with pytest.raises(AssertionError, match="differ from the bias"):
         check_constant_rows_layer_norm(ln_naive_mean, dtype)
 
 
 def test_zero_half_input_check_rejects_fp16_arithmetic():
-    check_zero_half_input_is_finite(lambda x, eps: F.layer_norm(x, (4,), eps=eps))
+    check_zero_half_input_is_finite(lambda x, eps: functional.layer_norm(x, (4,), eps=eps))
     with pytest.raises(AssertionError):
         check_zero_half_input_is_finite(lambda x, eps: ln_in_half(x, (4,), eps=eps))
 
@@ -186,7 +186,7 @@ def bn_example(training):
 ], ids=["unbiased-normalization", "biased-running-update", "batch-stats-in-eval"])
 def test_comparison_with_torch_rejects_wrong_batch_norms(wrong, training, what):
     example = bn_example(training)
-    assert_matches(F.batch_norm, TF.batch_norm, example)
+    assert_matches(functional.batch_norm, TF.batch_norm, example)
     with pytest.raises(AssertionError, match=what):
         assert_matches(wrong, TF.batch_norm, example)
 

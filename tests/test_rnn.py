@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as TF
 
 from layernorm_tutorial import per_step_batch_norm as psbn
 from layernorm_tutorial import rnn
@@ -82,7 +82,7 @@ def test_layer_norm_summed_inputs_matches_torch_layer_norm():
     gain = torch.randn(11, generator=g, dtype=torch.float64)
     bias = torch.randn(11, generator=g, dtype=torch.float64)
     got = rnn.layer_norm_summed_inputs(a, gain, bias, eps=1e-5)
-    torch.testing.assert_close(got, F.layer_norm(a, (11,), gain, bias, eps=1e-5))
+    torch.testing.assert_close(got, TF.layer_norm(a, (11,), gain, bias, eps=1e-5))
 
 
 def test_ln_rnn_cell_follows_the_paper_formula_step_by_step():
@@ -184,7 +184,7 @@ def test_ln_lstm_normalizes_the_cell_state_but_carries_it_unnormalized():
     i, f, g, o = gates.chunk(4, dim=1)
     c_expected = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
     torch.testing.assert_close(c, c_expected)
-    torch.testing.assert_close(h, torch.sigmoid(o) * torch.tanh(F.layer_norm(c, (5,))))
+    torch.testing.assert_close(h, torch.sigmoid(o) * torch.tanh(TF.layer_norm(c, (5,))))
 
 
 def test_per_step_batch_norm_keeps_separate_statistics_per_step():
@@ -194,12 +194,12 @@ def test_per_step_batch_norm_keeps_separate_statistics_per_step():
     a1 = torch.randn(16, 4) * 3 + 2
     out0 = bn(a0, 0)
     bn(a1, 1)
-    torch.testing.assert_close(out0, F.batch_norm(a0, None, None, training=True))
+    torch.testing.assert_close(out0, TF.batch_norm(a0, None, None, training=True))
     torch.testing.assert_close(bn.running_mean[1], a1.mean(0))
     torch.testing.assert_close(bn.running_var[1], a1.var(0, unbiased=True))
     assert int(bn.steps_seen) == 2
     bn.eval()
-    torch.testing.assert_close(bn(a1, 1), F.batch_norm(a1, a1.mean(0), a1.var(0), training=False))
+    torch.testing.assert_close(bn(a1, 1), TF.batch_norm(a1, a1.mean(0), a1.var(0), training=False))
 
 
 def test_batch_norm_rnn_fails_clearly_on_a_test_sequence_longer_than_training():
