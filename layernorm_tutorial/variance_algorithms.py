@@ -121,16 +121,17 @@ def welford_merge(a: WelfordState, b: WelfordState) -> WelfordState:
 
 
 def merge_moments(means, variances, counts):
-    r"""Combine per-shard moments into the moments of the union (K-way Chan et al.).
+    r"""Combine per-shard moments into the moments of the union (what SyncBatchNorm all-reduces).
 
-    Shapes: ``means``, ``variances`` (biased) ``(K, C)``, ``counts`` ``(K,)`` (tensors).
-    :math:`\mu = \sum_k n_k\mu_k / n`, :math:`\sigma^2 = \sum_k n_k(\sigma_k^2 +
-    (\mu_k-\mu)^2) / n`. Returns ``(mean (C,), variance (C,))``.
+    Shapes: ``means``, ``variances`` (biased) ``(K, C)`` tensors, ``counts`` ``(K,)``. Folds
+    :func:`welford_merge` over the shards, which gives :math:`\mu = \sum_k n_k\mu_k / n` and
+    :math:`\sigma^2 = \sum_k n_k(\sigma_k^2 + (\mu_k-\mu)^2) / n`. Returns
+    ``(mean (C,), variance (C,))``.
     """
-    counts = torch.as_tensor(counts, dtype=means.dtype)
-    weights = (counts / counts.sum()).reshape(-1, *[1] * (means.dim() - 1))
-    mean = (weights * means).sum(0)
-    return mean, (weights * (variances + (means - mean) ** 2)).sum(0)
+    total = WelfordState(0, means[0] * 0, means[0] * 0)
+    for n, mean, var in zip(torch.as_tensor(counts).tolist(), means, variances, strict=True):
+        total = welford_merge(total, WelfordState(n, mean, var * n))
+    return total.mean, total.m2 / total.count
 
 
 def sequential_sum(values, dtype=np.float16) -> float:

@@ -112,8 +112,8 @@ def _update_mistakes(label, old, batch_stat, m, biased_var=None) -> dict:
     """Running-statistic values after one update, for each classic mistake (``m`` the factor)."""
     out = {
         f"{label}: momentum convention reversed; momentum is the weight of the NEW batch in "
-        "torch: running = (1 - momentum) * running + momentum * batch":
-            m * old + (1 - m) * batch_stat,
+        "torch: running = (1 - momentum) * running + momentum * batch (momentum=0.1 keeps 90% "
+        "of the old value)": m * old + (1 - m) * batch_stat,
         f"{label} is replaced by the batch statistic instead of averaged: "
         "running = (1 - momentum) * running + momentum * batch": batch_stat,
         f"{label} is not updated in training mode": old,
