@@ -1,8 +1,8 @@
 """Benchmark LayerNorm implementations: median time, effective bandwidth, ratios.
 
 Run ``python -m layernorm_tutorial.bench`` (add ``--quick`` for the small notebook run,
-``--csv PATH`` to choose the CSV file). The table has one row per implementation, shape,
-dtype and direction:
+``--csv PATH`` to choose the CSV file, ``--force`` to replace it). The table has one row per
+implementation, shape, dtype and direction:
 
 - ``median_ms``: median of ``reps`` timed calls. On CPU the implementations are interleaved
   (repetition r times every implementation once, before repetition r + 1), so a change of
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import os
 import platform
 import statistics
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import functional, numpy_ref
+from ._cli import OutputPathError, check_output_path, positive_int, write_text_atomically
 
 __all__ = ["BenchReport", "COLUMNS", "arithmetic_intensity", "bytes_moved", "format_table",
            "hardware_description", "main", "measure_copy_gbps", "measure_matmul_gflops",
@@ -314,14 +316,12 @@ def format_table(rows: Sequence[dict]) -> str:
 
 
 def write_csv(rows: Sequence[dict], path: str) -> str:
-    """Write the rows (``COLUMNS``) to ``path`` (folders created); return the path."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: r[k] for k in COLUMNS})
+    """Write the rows (``COLUMNS``) to ``path`` (folders created, atomically); return it."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows({k: r[k] for k in COLUMNS} for r in rows)
+    write_text_atomically(path, text.getvalue())
     return path
 
 
@@ -364,12 +364,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="one 2048x2048 float32 shape (16 MiB, cache-resident on big L3s)")
     parser.add_argument("--reps", type=int, default=15, help="timed repetitions (>= 15)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch intra-op threads (default: torch's choice)")
-    parser.add_argument("--csv", default=DEFAULT_CSV, help=f"CSV path (default {DEFAULT_CSV})")
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="torch intra-op threads, >= 1 (default: torch's choice)")
+    parser.add_argument("--csv", default=None, help=f"CSV path (default {DEFAULT_CSV})")
+    parser.add_argument("--force", action="store_true", help="replace an existing --csv file")
     args = parser.parse_args(argv)
     if args.reps < 15:
         parser.error("--reps: use at least 15 repetitions for a stable median")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch.cuda.is_available() is False on this machine")
+    try:  # the default scratch file may be replaced; a path given explicitly needs --force
+        csv_path = check_output_path(args.csv or DEFAULT_CSV, option="--csv",
+                                     force=args.force or args.csv is None)
+    except OutputPathError as err:
+        parser.error(str(err))
     report = run_benchmark(device=args.device, reps=args.reps, quick=args.quick,
                            threads=args.threads,
                            progress=lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -378,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                 for k, v in report.copy_gbps.items()))
     print(format_table(report.rows))
     print(_summary(report))
-    print(f"CSV written to {write_csv(report.rows, args.csv)}")
+    print(f"CSV written to {os.path.abspath(write_csv(report.rows, str(csv_path)))}")
     return 0
 
 
