@@ -19,6 +19,7 @@ from .kernels import layer_norm_bwd_kernel, layer_norm_fwd_kernel, sum_rows_kern
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK_N = 16384  # forward: longest row kept in registers; longer rows are walked in chunks
 MAX_BLOCK_N_BACKWARD = 8192  # backward: five row-sized blocks; 16384 spills (see aot)
+CHUNK_BLOCK_N = 8192  # rows longer than the cap are walked in chunks of at most this many
 REDUCE_BLOCK_G, REDUCE_BLOCK_N = 32, 128  # tile of the dgamma/dbeta column reduction
 REDUCE_NUM_WARPS = 4  # warps per program of the column reduction
 # The interpreter runs programs one after another in Python: fewer, wider tiles are faster.
@@ -38,8 +39,15 @@ def num_warps_for(block_n: int) -> int:
 
 def launch_config(n: int, max_block_n: int) -> tuple[int, int, bool]:
     """``(BLOCK_N, num_warps, ROW_FITS_BLOCK)`` for rows of ``n`` elements, block capped at
-    ``max_block_n``: the one rule both launchers (and the ahead-of-time compile test) use."""
-    block_n = block_size(n, max_block_n)
+    ``max_block_n``: the one rule both launchers (and the ahead-of-time compile test) use.
+
+    A row of up to ``max_block_n`` elements is held in one block; a longer one is walked in
+    chunks of ``min(max_block_n, CHUNK_BLOCK_N)`` lanes (16384-lane chunks spill registers
+    on sm_90, see ``aot``)."""
+    if n <= max_block_n:
+        block_n = block_size(n, max_block_n)
+    else:
+        block_n = min(max_block_n, CHUNK_BLOCK_N)
     return block_n, num_warps_for(block_n), n <= block_n
 
 

@@ -1,0 +1,160 @@
+"""The Triton kernels compiled for real GPUs (sm_80, sm_90) on this CPU-only machine.
+
+``aot.compile_in_subprocess`` compiles in a fresh process in which the kernels are defined
+for Triton's compiler (this process runs them in the interpreter). One subprocess compiles
+the fresh grid below; Triton's cache lives in a directory shared by this session's tests.
+
+Two checks:
+
+- a fresh compile of every distinct code path the launchers can pick (each warp count at its
+  smallest and largest block, both row paths, the largest blocks in every dtype and target,
+  every weight/bias variant at the largest row block, the column reduction everywhere) must
+  compile, spill nothing, and fit the register file;
+- the stored table of the full grid (``book/data/kernel_resources.json``, which the chapter
+  prints) must cover exactly the configurations ``ops`` can choose today, pass the same
+  checks, and agree with the fresh compile wherever both have a row.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from layernorm_tutorial.triton_kernels import aot, ops, resources
+
+STORED = Path(__file__).resolve().parents[1] / "book" / "data" / "kernel_resources.json"
+MEASURED = ("registers", "shared_bytes", "static_shared_bytes", "local_bytes", "stack_bytes",
+            "spill_store_bytes", "spill_load_bytes", "ptx")
+
+
+def _fresh_jobs():
+    """Every distinct code path, kept small enough for a CPU test run."""
+    jobs = []
+    for kernel in ("forward", "backward"):
+        configs = aot.launch_configs(kernel)
+        full = [c for c in configs if c.has_weight and c.has_bias
+                and (kernel == "forward" or c.compute_dw)]
+        largest = max(c.block_n for c in configs)
+        # every num_warps value at its smallest and largest block, both row paths, the
+        # first aligned block, weight and bias on: sm_90, bf16 (the stored table has all)
+        by_warps = {}
+        for c in full:
+            by_warps.setdefault(c.num_warps, []).append(c.block_n)
+        ends = {(w, min(b)) for w, b in by_warps.items()} | {(w, max(b)) for w, b in
+                                                            by_warps.items()}
+        jobs += [(kernel, "sm_90", "bf16", c) for c in full
+                 if (c.num_warps, c.block_n) in ends or c.block_n == 16]
+        # the largest blocks (most registers per thread), both row paths, everywhere
+        jobs += [(kernel, t, d, c) for c in full if c.block_n == largest
+                 for t in aot.TARGETS for d in aot.DTYPES if (t, d) != ("sm_90", "bf16")]
+        # every weight/bias variant on the largest row-resident block
+        jobs += [(kernel, "sm_90", "fp32", c) for c in configs
+                 if c.block_n == largest and c.row_fits_block and c not in full]
+    (reduce_config,) = aot.launch_configs("reduce")
+    jobs += [("reduce", t, d, reduce_config) for t in aot.TARGETS for d in aot.DTYPES]
+    return jobs
+
+
+# A configuration ops no longer launches because it spills (the backward with a 16384-lane
+# row block): compiled alongside, so that the spill check is shown to be able to fail.
+NEGATIVE_CONTROL = ("backward", "sm_90", "fp32",
+                    aot.Config("backward", 16384, 16, True, True, True, True))
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory):
+    jobs = [*_fresh_jobs(), NEGATIVE_CONTROL]
+    start = time.perf_counter()
+    rows = aot.compile_in_subprocess(jobs, cache_dir=tmp_path_factory.mktemp("triton_cache"))
+    print(f"compiled {len(rows)} kernel configurations in {time.perf_counter() - start:.1f} s")
+    return rows
+
+
+@pytest.fixture(scope="session")
+def fresh(compiled):
+    return compiled[:-1]
+
+
+@pytest.fixture(scope="session")
+def stored():
+    return resources.load_table(STORED)
+
+
+def test_launch_configs_follow_ops_heuristics():
+    triples = aot.launch_triples("forward")
+    for n in (1, 17, 1000, 4099, ops.MAX_BLOCK_N, ops.MAX_BLOCK_N + 1, 10 ** 6):
+        assert ops.launch_config(n, ops.MAX_BLOCK_N) in triples
+    chunk = min(ops.MAX_BLOCK_N, ops.CHUNK_BLOCK_N)
+    assert (chunk, ops.num_warps_for(chunk), False) in triples
+    assert {fits for *_, fits in triples} == {True, False}
+    backward = aot.launch_triples("backward")
+    assert max(b for b, _, _ in backward) == ops.MAX_BLOCK_N_BACKWARD
+    assert {fits for *_, fits in backward} == {True, False}
+    flags = {(c.has_weight, c.compute_dw, c.has_bias) for c in aot.launch_configs("backward")}
+    assert len(flags) == 6 and (False, True, True) not in flags  # no dgamma without gamma
+
+
+def test_every_fresh_configuration_compiles_without_spills(fresh):
+    assert len(fresh) == len(_fresh_jobs())
+    bad = {aot.Config(**{k: r[k] for k in aot.Config.__dataclass_fields__}).label()
+           + f" {r['target']} {r['dtype']}": resources.problems(r) for r in fresh}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, bad
+
+
+def test_aligned_rows_load_with_vector_instructions(fresh):
+    # an aligned row of 16 lanes or more per thread group: every global load of x is 16 bytes
+    for r in fresh:
+        if r["kernel"] == "forward" and r["block_n"] >= 1024:
+            assert r["ptx"]["ld_global_v4"] > 0, r
+            assert r["ptx"]["local"] == 0
+
+
+def test_stored_table_covers_exactly_what_ops_can_launch(stored):
+    assert stored["versions"]["triton"] == version("triton"), (
+        "the stored table was compiled by another triton: regenerate it with "
+        + stored["command"])
+    expected = {resources.row_key(dict(target=t, dtype=d, **c.__dict__))
+                for _, t, d, c in aot.full_grid()}
+    have = [resources.row_key(r) for r in stored["rows"]]
+    assert len(have) == len(set(have))
+    assert set(have) == expected, (
+        f"missing {sorted(expected - set(have))[:5]}, extra {sorted(set(have) - expected)[:5]}"
+        f": regenerate with {stored['command']} --force")
+
+
+def test_stored_table_has_no_spills_and_fits_the_register_file(stored):
+    bad = [(resources.row_key(r), resources.problems(r)) for r in stored["rows"]
+           if resources.problems(r)]
+    assert not bad, bad[:5]
+
+
+def test_stored_table_agrees_with_a_fresh_compile(stored, fresh):
+    table = {resources.row_key(r): r for r in stored["rows"]}
+    for r in fresh:
+        old = table[resources.row_key(r)]
+        assert {k: old[k] for k in MEASURED} == {k: r[k] for k in MEASURED}, r
+
+
+def test_the_spilling_configuration_is_caught(compiled):
+    row = compiled[-1]
+    assert (row["kernel"], row["block_n"], row["row_fits_block"]) == ("backward", 16384, True)
+    assert any("spills" in p for p in resources.problems(row)), row
+    assert row["spill_store_bytes"] > 0 and row["local_bytes"] == 0  # LOCAL alone misses it
+
+
+def test_occupancy_limits():
+    # 64 registers x 32 lanes = 2048 per warp; 16 warps -> 32768: two programs fit.
+    occ = resources.occupancy(64, 16, 0, "sm_90")
+    assert occ == dict(programs=2, warps=32, limit="registers", occupancy=0.5)
+    assert resources.occupancy(32, 1, 0, "sm_90")["limit"] == "blocks"
+    assert resources.occupancy(16, 4, 100_000, "sm_80")["limit"] == "shared memory"
+    assert resources.occupancy(128, 16, 0, "sm_90")["programs"] == 1
+
+
+def test_compiling_in_the_interpreter_process_is_refused():
+    with pytest.raises(RuntimeError, match="compile_in_subprocess"):
+        aot.compile_report("reduce", "sm_90", "fp32", aot.launch_configs("reduce")[0])
