@@ -5,6 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from layernorm_tutorial import nn as lnn
+from layernorm_tutorial.evidence import __main__ as evidence_cli
 from layernorm_tutorial.evidence import analysis, experiments, results
 from layernorm_tutorial.evidence.data import as_model_input, load_evidence_data
 from layernorm_tutorial.evidence.models import CNN, MLP, NORMS, ChannelLayerNorm, build_model
@@ -173,13 +178,18 @@ def test_rerun_of_a_stored_run_agrees_within_tolerance():
 
 
 @pytest.fixture(scope="module")
-def tiny_document():
+def tiny_sweep():
     """One seed, two rates, two optimizer steps per run, every experiment and norm."""
     exps = []
     for exp in experiments.tiny_experiments(max_steps=2):
         sizes = (4, 256) if exp.name == "mlp_batch_size" else exp.batch_sizes
         exps.append(dataclasses.replace(exp, batch_sizes=sizes))
-    sweep = experiments.run_sweep(exps, workers=1)
+    return exps, experiments.run_sweep(exps, workers=1)
+
+
+@pytest.fixture(scope="module")
+def tiny_document(tiny_sweep):
+    exps, sweep = tiny_sweep
     return exps, results.build_results(sweep, exps, seconds=1.0)
 
 
@@ -209,6 +219,19 @@ def test_results_file_round_trip_and_validation(tiny_document, tmp_path):
         results.validate_results({k: v for k, v in doc.items() if k != "seeds"})
     with pytest.raises(FileNotFoundError, match="python -m layernorm_tutorial.evidence"):
         results.load_results(tmp_path / "missing.json")
+
+
+def test_save_results_never_replaces_a_file_unless_asked(tiny_document, tmp_path):
+    _, doc = tiny_document
+    path = tmp_path / "r.json"
+    path.write_text("keep me")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        results.save_results(doc, path)
+    assert path.read_text() == "keep me"
+    results.save_results(doc, path, overwrite=True)
+    assert results.load_results(path) == doc
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
+    assert results.DEFAULT_PATH == RESULTS_FILE  # the default is the book's file, protected
 
 
 def test_round_floats_keeps_five_significant_digits_and_drops_nan():
@@ -247,8 +270,9 @@ def test_verdicts_follow_the_numbers():
 
 
 def test_committed_results_file_is_complete():
-    if not RESULTS_FILE.exists():
-        pytest.skip("no results file yet: run python -m layernorm_tutorial.evidence")
+    assert RESULTS_FILE.exists(), (
+        f"{RESULTS_FILE} is missing: the evidence chapter renders it; restore it from git or "
+        "run python -m layernorm_tutorial.evidence")
     doc = results.load_results(RESULTS_FILE)
     assert RESULTS_FILE.stat().st_size < 200_000
     names = {e["name"] for e in doc["config"]["experiments"]}
@@ -258,3 +282,101 @@ def test_committed_results_file_is_complete():
         assert [r["spec"]["seed"] for r in runs] == doc["seeds"]
         assert {r["spec"]["lr"] for r in runs} == {d["lr"]}
     assert len(doc["seeds"]) >= 3
+    # full runs, not a smoke run's few capped steps
+    assert all(r["spec"]["max_steps"] is None for r in doc["runs"])
+
+
+# ---- the command line: never loses the book's results, refuses bad input up front ----------
+
+
+@pytest.fixture
+def no_sweep(monkeypatch):
+    """Make any start of the sweep fail the test: refusals must come before the work."""
+    def started(*args, **kwargs):
+        raise AssertionError("the sweep started despite a bad argument")
+
+    monkeypatch.setattr(evidence_cli, "run_sweep", started)
+
+
+@pytest.fixture
+def committed_file_untouched():
+    before = RESULTS_FILE.stat().st_mtime_ns, RESULTS_FILE.read_bytes()
+    yield
+    assert (RESULTS_FILE.stat().st_mtime_ns, RESULTS_FILE.read_bytes()) == before
+
+
+def _refusal(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        evidence_cli.main(argv)
+    assert exit_info.value.code == 2  # argparse's usage error
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_full_run_does_not_replace_the_books_results_without_force(
+        no_sweep, committed_file_untouched, capsys):
+    line = _refusal(capsys, ["--workers", "1"])
+    assert str(RESULTS_FILE) in line and "--force" in line
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "force"])
+def test_a_smoke_run_never_writes_the_books_results(no_sweep, committed_file_untouched, capsys,
+                                                    force):
+    line = _refusal(capsys, ["--tiny", "--out", str(RESULTS_FILE), *force])
+    assert "never writes the book's results" in line
+
+
+def test_a_smoke_run_writes_a_scratch_file_and_says_where(
+        tiny_sweep, committed_file_untouched, monkeypatch, capsys, tmp_path):
+    _, sweep = tiny_sweep
+    monkeypatch.setattr(evidence_cli, "run_sweep", lambda *args, **kwargs: sweep)
+    scratch = tmp_path / "scratch" / "tiny.json"
+    monkeypatch.setattr(evidence_cli, "TINY_PATH", scratch)
+    monkeypatch.chdir(tmp_path)  # a relative default would land in tmp_path/book
+    evidence_cli.main(["--tiny", "--workers", "1"])
+    evidence_cli.main(["--tiny", "--workers", "1"])  # its own scratch file: replaced freely
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].endswith(f"results written to {scratch.resolve()}")
+    assert "smoke run" in out[-1]
+    results.load_results(scratch)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]
+
+
+def test_an_existing_out_needs_force_and_force_replaces_it(tiny_sweep, monkeypatch, capsys,
+                                                         tmp_path):
+    existing = tmp_path / "mine.json"
+    existing.write_text("keep me")
+    monkeypatch.setattr(evidence_cli, "run_sweep", lambda *args, **kwargs: 1 / 0)
+    line = _refusal(capsys, ["--out", str(existing), "--workers", "1"])
+    assert str(existing) in line and "--force" in line
+    assert existing.read_text() == "keep me"
+    monkeypatch.setattr(evidence_cli, "run_sweep", lambda *args, **kwargs: tiny_sweep[1])
+    evidence_cli.main(["--out", str(existing), "--force", "--workers", "1"])
+    assert capsys.readouterr().out.strip().endswith(f"results written to {existing.resolve()}")
+    results.load_results(existing)
+
+
+def test_an_unwritable_out_is_refused_before_the_sweep(no_sweep, capsys, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    line = _refusal(capsys, ["--out", str(blocker / "x.json"), "--workers", "1"])
+    assert str(blocker / "x.json") in line and "not a folder" in line
+
+
+@pytest.mark.parametrize("workers", ["-3", "0", "two"])
+def test_bad_worker_counts_are_usage_errors(no_sweep, capsys, tmp_path, workers):
+    line = _refusal(capsys, ["--workers", workers, "--out", str(tmp_path / "x.json")])
+    assert "--workers" in line and workers in line
+
+
+def test_command_line_fails_within_seconds_on_an_unwritable_out(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    target = blocker / "x.json"
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "layernorm_tutorial.evidence", "--out",
+                           str(target), "--workers", "1"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 2, done.stderr
+    assert str(target) in done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert time.monotonic() - start < 60  # the sweep itself takes hours

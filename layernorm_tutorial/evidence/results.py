@@ -14,17 +14,20 @@ import math
 import platform
 from pathlib import Path
 
+from .._cli import write_text_atomically
 from .data import SPLIT_SEED, TEST_FRACTION, VALIDATION_FRACTION, load_evidence_data
 from .experiments import EXPERIMENTS, LR_GRID, REFERENCE_BATCH, SEEDS
 from .runner import NUM_EVALS, NUM_THREADS, RunSpec, train_run
 
-__all__ = ["SCHEMA_VERSION", "DEFAULT_PATH", "TOLERANCE", "build_results", "round_floats",
-           "save_results", "load_results", "validate_results", "find_runs", "rerun",
+__all__ = ["SCHEMA_VERSION", "COMMITTED_PATH", "DEFAULT_PATH", "TOLERANCE", "build_results",
+           "round_floats", "save_results", "load_results", "validate_results", "find_runs", "rerun",
            "compare_runs"]
 
 SCHEMA_VERSION = 1
 DIGITS = 5
-DEFAULT_PATH = Path("book") / "data" / "evidence_results.json"
+# The book's results file in this checkout (whatever the working directory).
+COMMITTED_PATH = Path(__file__).resolve().parents[2] / "book" / "data" / "evidence_results.json"
+DEFAULT_PATH = COMMITTED_PATH
 # Same machine, same thread count: bit-identical. Across CPUs (different SIMD paths can
 # change float32 rounding) a stored run is accepted when every final accuracy is within two
 # test images and every final loss within 2 % of the stored one.
@@ -114,13 +117,18 @@ def validate_results(doc: dict) -> None:
             raise ValueError(f"run {i} belongs to no setting listed in selected_lr")
 
 
-def save_results(doc: dict, path: str | Path = DEFAULT_PATH) -> Path:
-    """Validate and write ``doc`` as compact JSON; returns the path."""
+def save_results(doc: dict, path: str | Path = DEFAULT_PATH, *, overwrite: bool = False) -> Path:
+    """Validate and write ``doc`` as compact JSON; returns the path.
+
+    An existing file is replaced only with ``overwrite=True`` (``FileExistsError``
+    otherwise): the default path is the book's committed results. The write goes through a
+    temporary file, so an interrupted write leaves the old file intact.
+    """
     validate_results(doc)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
-    return path
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists: pass overwrite=True to replace it")
+    return write_text_atomically(path, json.dumps(doc, separators=(",", ":")) + "\n")
 
 
 def load_results(path: str | Path = DEFAULT_PATH) -> dict:
