@@ -25,6 +25,11 @@ imported. So, without a GPU:
 
 With a GPU the package leaves Triton alone and the kernels compile for the GPU.
 ``INTERPRETED`` tells which case applies.
+
+Compiling for a GPU without one: with ``LAYERNORM_TRITON_COMPILE_ONLY=1`` (and no
+``TRITON_INTERPRET``) the kernels are defined for Triton's compiler, so that ``aot`` can
+build PTX and cubins for sm_80/sm_90 and report their resources; they cannot be launched.
+``aot.compile_in_subprocess`` sets this up in a child process.
 """
 
 from ._interpreter import arrange_backend
