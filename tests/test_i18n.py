@@ -1,0 +1,256 @@
+"""The Chinese edition's translation catalogs (locales/zh_CN/LC_MESSAGES/book/*.po).
+
+- every message translated, none fuzzy (an English edit without its translation fails here);
+- the catalogs up to date with the sources: the messages are re-extracted into a temporary
+  folder (gettext builder, notebooks not executed) and compared with the catalogs' ids;
+- every role target, inline code, ``$...$``/``$$...$$``, URL, footnote and label of a
+  message survives in its translation;
+- the glossary's Chinese terms are the ones the translations use;
+- the interview chapters' Chinese titles are the Chinese edition's headings.
+
+Plus unit tests of the helpers behind those checks, the build and the language switch.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from layernorm_tutorial import book_build
+from layernorm_tutorial.book_i18n import catalogs, po_tool, sphinx_ext
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCALES = ROOT / "locales"
+GLOSSARY_MD = ROOT / "book" / "glossary.md"
+CATALOGS = catalogs.catalog_files(LOCALES)
+GLOSSARY_INDEX = catalogs.term_index(catalogs.glossary_terms(GLOSSARY_MD))
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(LOCALES / "zh_CN" / "LC_MESSAGES").as_posix()
+
+
+def _report(problems: list[str], limit: int = 25) -> str:
+    shown = "\n".join(f"  - {p}" for p in problems[:limit])
+    more = f"\n  ... and {len(problems) - limit} more" if len(problems) > limit else ""
+    return f"{len(problems)} problem(s):\n{shown}{more}"
+
+
+def test_there_are_catalogs():
+    assert CATALOGS, (
+        f"no .po files under {LOCALES}: run `python -m layernorm_tutorial.book_build update-po`"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# The catalogs themselves
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("po", CATALOGS, ids=_name)
+def test_every_message_is_translated_and_not_fuzzy(po):
+    rows = catalogs.entries(po)
+    untranslated = [e.msgid[:70] for e in rows if not e.msgstr]
+    fuzzy = [e.msgid[:70] for e in rows if e.fuzzy]
+    problems = [f"untranslated: {m!r}" for m in untranslated] + [f"fuzzy: {m!r}" for m in fuzzy]
+    assert not problems, (
+        f"{_name(po)}: {len(untranslated)} of {len(rows)} messages untranslated, "
+        f"{len(fuzzy)} fuzzy (see /work/coord/translator_guide.md or README). " + _report(problems)
+    )
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=_name)
+def test_markup_survives_translation(po):
+    problems = []
+    for entry in catalogs.entries(po):
+        if not entry.msgstr:
+            continue
+        missing, extra = catalogs.missing_or_extra_tokens(entry.msgid, entry.msgstr)
+        problems += [f"{entry.msgid[:50]!r}: {t!r} missing in the translation" for t in missing]
+        problems += [f"{entry.msgid[:50]!r}: {t!r} not in the English" for t in extra]
+    assert not problems, f"{_name(po)}: " + _report(problems)
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=_name)
+def test_glossary_terms_are_the_books_chinese_terms(po):
+    problems = []
+    for entry in catalogs.entries(po):
+        problems += [f"{entry.msgid[:50]!r}: {p}"
+                     for p in catalogs.glossary_problems(entry, GLOSSARY_INDEX)]
+    assert not problems, f"{_name(po)}: " + _report(problems)
+
+
+@pytest.mark.parametrize("po", [p for p in CATALOGS if p.stem.startswith("interview")],
+                         ids=_name)
+def test_interview_chinese_titles_are_the_headings(po):
+    """An English heading followed by its bold Chinese title (``**...**``): the Chinese
+    edition's heading is that Chinese title."""
+    rows = catalogs.entries(po)
+    pairs = [
+        (heading, title) for heading, title in zip(rows[:-1], rows[1:], strict=True)
+        if not catalogs.CJK.search(heading.msgid)
+        and title.msgid.startswith("**") and title.msgid.endswith("**")
+        and catalogs.CJK.search(title.msgid)
+    ]
+    assert pairs, f"{_name(po)}: no heading followed by a bold Chinese title"
+    problems = [
+        f"{heading.msgid!r} is translated as {heading.msgstr!r}, "
+        f"expected {title.msgid.strip('*')!r}"
+        for heading, title in pairs
+        if heading.msgstr and heading.msgstr != title.msgid.strip("*")
+    ]
+    assert not problems, f"{_name(po)}: " + _report(problems)
+
+
+# --------------------------------------------------------------------------------------
+# Up to date with the sources
+# --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def extracted(tmp_path_factory) -> Path:
+    """The .pot files of the current sources (notebooks not executed)."""
+    out = tmp_path_factory.mktemp("gettext") / "gettext"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "layernorm_tutorial.book_build", "gettext", "--output", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, (
+        f"message extraction failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    print(f"message extraction: {time.perf_counter() - start:.1f} s")
+    return out
+
+
+def test_catalogs_are_up_to_date_with_the_sources(extracted):
+    pots = {p.relative_to(extracted).with_suffix("").as_posix(): p
+            for p in extracted.rglob("*.pot")}
+    pos = {Path(_name(p)).with_suffix("").as_posix(): p for p in CATALOGS}
+    problems = [f"{page}: no catalog" for page in sorted(pots.keys() - pos.keys())]
+    problems += [f"{page}: catalog of a page that no longer exists"
+                 for page in sorted(pos.keys() - pots.keys())]
+    for page in sorted(pots.keys() & pos.keys()):
+        source, catalog = catalogs.message_ids(pots[page]), catalogs.message_ids(pos[page])
+        problems += [f"{page}: new message {m[:60]!r}" for m in sorted(source - catalog)]
+        problems += [f"{page}: obsolete message {m[:60]!r}" for m in sorted(catalog - source)]
+    assert not problems, (
+        "the catalogs are out of date with the sources: run "
+        "`python -m layernorm_tutorial.book_build update-po`, then translate. " + _report(problems)
+    )
+
+
+# --------------------------------------------------------------------------------------
+# The helpers behind the checks
+# --------------------------------------------------------------------------------------
+def test_markup_tokens_keep_targets_and_let_shown_text_change():
+    english = ("The {term}`biased <Biased variance>` variance divides by $H$; see "
+               "{doc}`backward`, {numref}`fig-x`, `x.mean()` and {cite}`ba2016layer`.")
+    good = ("{term}`有偏 <Biased variance>` 方差除以 $H$；见 {doc}`backward`、{numref}`fig-x`、"
+            "`x.mean()` 与 {cite}`ba2016layer`。")
+    assert catalogs.missing_or_extra_tokens(english, good) == ({}, {})
+    dropped_math = good.replace("$H$", "H")
+    missing, _ = catalogs.missing_or_extra_tokens(english, dropped_math)
+    assert dict(missing) == {"$H$": 1}
+    changed_target = good.replace("fig-x", "fig-y")
+    missing, extra = catalogs.missing_or_extra_tokens(english, changed_target)
+    assert dict(missing) == {"{numref}fig-x": 1} and dict(extra) == {"{numref}fig-y": 1}
+    translated_code = good.replace("`x.mean()`", "`x.均值()`")
+    assert catalogs.missing_or_extra_tokens(english, translated_code)[0] == {"`x.mean()`": 1}
+
+
+def test_markup_tokens_see_display_math_urls_and_labels():
+    text = "See $$a+b$$ at <https://example.org/x> and [the paper](https://a.b/c)[^1].\n(lab)="
+    tokens = catalogs.markup_tokens(text)
+    assert tokens == {"$$a+b$$": 1, "https://example.org/x": 1, "](https://a.b/c)": 1,
+                      "[^1]": 1, "(lab)=": 1}
+
+
+def test_untranslatable_messages():
+    assert catalogs.looks_untranslatable("{doc}`principles`")
+    assert catalogs.looks_untranslatable("\\mu = \\frac{1}{H}\\sum_{i=1}^{H} x_i .")
+    assert catalogs.looks_untranslatable("`num_features`, `num_channels`")
+    assert not catalogs.looks_untranslatable("The **mean** of the row,")
+    assert not catalogs.looks_untranslatable("{term}`Gain`")
+    assert not catalogs.looks_untranslatable("**什么是层归一化？**")
+
+
+def test_glossary_chinese_forms():
+    assert GLOSSARY_INDEX["layer normalization"].chinese == ("层归一化",)
+    assert GLOSSARY_INDEX["bn"].chinese == ("批量归一化",)
+    bessel = GLOSSARY_INDEX["unbiased variance"]
+    assert bessel.accepted_for("Unbiased variance") == ("无偏方差",)
+    assert bessel.accepted_for("Bessel's correction") == ("贝塞尔校正",)
+    assert catalogs.chinese_forms("数值稳定项 ε") == ("数值稳定项",)
+    assert catalogs.chinese_forms("后置 LN") == ("后置 LN",)
+
+
+def test_glossary_check_catches_a_different_term():
+    entry = catalogs.Entry("x", "{term}`Layer normalization` keeps the mean.",
+                           "{term}`层标准化 <Layer normalization>` 保留均值。", False)
+    assert catalogs.glossary_problems(entry, GLOSSARY_INDEX)
+    fixed = catalogs.Entry("x", entry.msgid, "{term}`层归一化 <Layer normalization>` 保留均值。",
+                           False)
+    assert catalogs.glossary_problems(fixed, GLOSSARY_INDEX) == []
+    prose = catalogs.Entry("x", "Batch normalization uses the batch.", "BN 使用批量。", False)
+    assert catalogs.glossary_problems(prose, GLOSSARY_INDEX)
+
+
+def test_po_tool_round_trip(tmp_path, monkeypatch, capsys):
+    po = tmp_path / "page.po"
+    po.write_text('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+                  'msgid "The $H$ features of {term}`Layer normalization`."\nmsgstr ""\n\n'
+                  'msgid "{doc}`backward`"\nmsgstr ""\n', encoding="utf8")
+    monkeypatch.chdir(ROOT)
+    assert po_tool.main(["prefill", str(po)]) == 0
+    assert {e.msgid: e.msgstr for e in catalogs.entries(po)}["{doc}`backward`"] == "{doc}`backward`"
+    todo = tmp_path / "todo.json"
+    assert po_tool.main(["todo", str(po), "-o", str(todo)]) == 0
+    import json
+
+    rows = json.loads(todo.read_text(encoding="utf8"))
+    assert [r["msgid"] for r in rows] == ["The $H$ features of {term}`Layer normalization`."]
+    rows[0]["msgstr"] = "{term}`层归一化 <Layer normalization>` 的 H 个特征。"  # $H$ dropped
+    todo.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf8")
+    assert po_tool.main(["apply", str(po), str(todo)]) == 1
+    assert "missing '$H$'" in capsys.readouterr().err
+    rows[0]["msgstr"] = "{term}`层归一化 <Layer normalization>` 的 $H$ 个特征。"
+    todo.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf8")
+    assert po_tool.main(["apply", str(po), str(todo)]) == 0
+    assert all(e.msgstr and not e.fuzzy for e in catalogs.entries(po))
+
+
+def test_search_dictionary_makes_layer_norm_one_search_word(tmp_path):
+    """Sphinx's Chinese splitter with the build's dictionary indexes 层归一化 as a word."""
+    from sphinx.search.zh import SearchChinese
+
+    text = catalogs.search_dictionary(list(GLOSSARY_INDEX.values()))
+    assert "层归一化 " in text and "批量归一化 " in text
+    path = tmp_path / "search_terms.txt"
+    path.write_text(text, encoding="utf8")
+    splitter = SearchChinese({"dict": str(path)})
+    words = splitter.split("层归一化在每个样本内部计算均值和方差。")
+    assert "层归一化" in words and "归一化" in words
+
+
+def test_language_switch_urls_and_lang():
+    to_zh = sphinx_ext.other_edition_url("book/principles", chinese=False)
+    assert to_zh == "../zh/book/principles.html"
+    to_en = sphinx_ext.other_edition_url("book/principles", chinese=True)
+    assert to_en == "../../book/principles.html"
+    assert sphinx_ext.other_edition_url("search", chinese=True) == "../search.html"
+    assert sphinx_ext.html_lang("zh_CN") == "zh-CN"
+    assert sphinx_ext.html_lang(None) == "en"
+
+
+def test_chinese_overrides_only_change_the_language(tmp_path):
+    assert book_build.language_overrides(ROOT, "en", tmp_path) == {}
+    zh = book_build.language_overrides(ROOT, "zh", tmp_path)
+    assert zh["language"] == "zh_CN"
+    assert zh["locale_dirs"] == [str(ROOT / "locales")]
+    assert Path(zh["html_search_options"]["dict"]).read_text(encoding="utf8").count("\n") > 10
+    assert book_build.html_dir(tmp_path, "zh") == tmp_path / "html" / "zh"
+    with pytest.raises(ValueError, match="lang must be one of"):
+        book_build.language_overrides(ROOT, "fr", tmp_path)
