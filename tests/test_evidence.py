@@ -142,6 +142,17 @@ def test_tiny_run_is_bit_reproducible_and_learns():
     assert other_seed["final"] != first["final"]
 
 
+def test_train_run_keeps_the_callers_random_state():
+    spec = RunSpec("mlp", "ln", 32, 1e-2, 1, epochs=1, max_steps=2)
+    torch.manual_seed(99)
+    expected = torch.rand(3)
+    torch.manual_seed(99)
+    record = train_run(spec)
+    torch.testing.assert_close(torch.rand(3), expected)  # the reader's stream goes on
+    torch.manual_seed(5)
+    assert train_run(spec) == record  # and the run depends on spec.seed only
+
+
 def test_train_model_returns_the_model_behind_the_record():
     spec = RunSpec("cnn", "gn", 32, 3e-3, 0, epochs=1, max_steps=3)
     model, record = train_model(spec)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .._seeding import seeded
 from .data import EvidenceData, as_model_input, load_evidence_data
 from .models import build_model
 
@@ -122,8 +123,8 @@ def train_model(spec: RunSpec, data: EvidenceData | None = None):
         curve["val_acc"].append(evaluate(model, x_va, y_va)[1])
         curve["test_acc"].append(evaluate(model, x_te, y_te)[1])
 
-    with deterministic_torch():
-        torch.manual_seed(spec.seed)
+    # seeded: initialization drawn from spec.seed; the caller's global RNG state is restored
+    with deterministic_torch(), seeded(spec.seed):
         model = build_model(spec.model, spec.norm)
         optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
         order = torch.Generator().manual_seed(10_000 + spec.seed)
