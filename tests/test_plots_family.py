@@ -42,3 +42,21 @@ def test_line_plots_have_labels_and_one_line_per_curve():
     fig = pf.padding_effect([0, 2, 4], {"BN": [0, 0.3, 0.5], "LN": [0, 0, 0]})
     ax = fig.axes[0]
     assert len(ax.lines) == 2 and "padding" in ax.get_xlabel()
+
+
+def test_style_removal_grid_shares_a_colour_scale_per_column():
+    rng = np.random.default_rng(0)
+    content = rng.standard_normal((2, 3, 5, 5))
+    styled = 3 * content + 1
+    same = (content, content)
+    outputs = {"Instance Norm": same, "Batch Norm": (content, styled)}
+    fig = pf.style_removal(content, styled, outputs, image=1, channel=2)
+    images = [ax for ax in fig.axes if ax.images]
+    assert len(images) == 6                                   # 2 rows x 3 columns
+    assert [ax.get_title() for ax in images[:3]] == ["input", "Instance Norm", "Batch Norm"]
+    np.testing.assert_array_equal(images[0].images[0].get_array(), content[1, 2])
+    np.testing.assert_array_equal(images[3].images[0].get_array(), styled[1, 2])
+    assert images[0].images[0].get_clim() == images[3].images[0].get_clim()
+    assert images[3].get_xlabel() == "position w" and "content" in images[0].get_ylabel()
+    with pytest.raises(ValueError, match="N, C, H, W"):
+        pf.style_removal(content[0], styled[0], {})

@@ -150,3 +150,40 @@ def padding_effect(pad_counts, changes: dict):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     return fig
+
+
+def style_removal(content, styled, outputs: dict, *, image: int = 0, channel: int = 0):
+    """One feature map before and after normalization, for an image and its restyled copy.
+
+    ``content`` and ``styled`` are ``(N, C, H, W)`` arrays or tensors; ``outputs`` maps a
+    member's name to the pair ``(normalized content, normalized styled)`` of the same shape.
+    Top row: ``content[image, channel]`` and its normalized versions; bottom row: the same for
+    ``styled``. Each column shares one colour scale, so a column whose two panels look the same
+    is a normalization that removed the style.
+    """
+    def as_array(t):
+        t = t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t)
+        if t.ndim != 4:
+            raise ValueError(f"expected (N, C, H, W) arrays, got shape {t.shape}")
+        return t[image, channel]
+
+    columns = [("input", as_array(content), as_array(styled))]
+    columns += [(name, as_array(a), as_array(b)) for name, (a, b) in outputs.items()]
+    fig, panels = new_figure(2, len(columns), height=3.0)
+    for col, (title, top, bottom) in enumerate(columns):
+        low = min(top.min(), bottom.min())
+        high = max(top.max(), bottom.max())
+        for row, values in enumerate((top, bottom)):
+            ax = panels[row, col]
+            image_artist = ax.imshow(values, cmap="gray", vmin=low, vmax=high)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if row == 0:
+                ax.set_title(title, fontsize=9)
+        fig.colorbar(image_artist, ax=panels[:, col], shrink=0.8,
+                     label="value" if col == 0 else None)
+    panels[0, 0].set_ylabel("content\n(position h)")
+    panels[1, 0].set_ylabel("restyled\n(position h)")
+    for ax in panels[1]:
+        ax.set_xlabel("position w")
+    return fig
