@@ -59,3 +59,17 @@ def test_table_lists_each_error_once(small):
     assert text.count("'float' object has no attribute 'to'") <= 1
     assert "FAIL" in text  # the unmasked statistics
     assert len(text.splitlines()) >= 2 + 3
+
+
+def test_liger_kernels_compile_as_its_launcher_specializes_them():
+    from liger_kernel.ops.utils import calculate_settings
+
+    from layernorm_tutorial.triton_kernels import aot
+
+    jobs = peers.liger_compile_jobs(ns=(4096,))
+    assert [j["num_warps"] for j in jobs] == [calculate_settings(4096)[1]] * 2
+    rows = aot.compile_in_subprocess(jobs)
+    assert [r["label"] for r in rows] == [j["label"] for j in jobs]
+    for r in rows:
+        assert r["registers"] > 0 and r["ptx"]["ld_global"] > 0, r
+    assert "regs" in peers.format_compiled_peers(rows)

@@ -220,25 +220,41 @@ def _require_compile_mode() -> None:
             f"{COMPILE_ONLY_FLAG}=1 and without TRITON_INTERPRET.")
 
 
-def compile_kernel(kernel: str, target: str, dtype: str, config: Config):
-    """``triton.compile`` of one kernel configuration for ``target`` ("sm_80", "sm_90")."""
+def _compile(fn, types: dict, constants: dict, aligned: bool, target: str, num_warps: int):
+    """``triton.compile`` of ``fn`` with runtime argument ``types`` and ``constants`` by name,
+    specialized as Triton's JIT would for 16-byte aligned tensors (and, when ``aligned``,
+    integer arguments divisible by 16)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     _require_compile_mode()
-    if target not in TARGETS or dtype not in DTYPES or config.kernel != kernel:
-        raise ValueError(f"expected target in {list(TARGETS)}, dtype in {DTYPES} and a "
-                         f"{kernel} config, got {target!r}, {dtype!r}, {config.kernel!r}")
-    fn = _kernel(kernel)
-    types, constants = _arg_types(kernel, dtype, config)
+    if target not in TARGETS:
+        raise ValueError(f"target: expected one of {list(TARGETS)}, got {target!r}")
     signature = {name: types.get(name, "constexpr") for name in fn.arg_names}
     divisible = [i for i, name in enumerate(fn.arg_names) if types.get(name, "").startswith("*")
-                 or (config.aligned and types.get(name) == "i32")]
+                 or (aligned and types.get(name) in ("i32", "i64"))]
     attrs = {(i,): [["tt.divisibility", 16]] for i in divisible}
     source = ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
     return triton.compile(source, target=GPUTarget("cuda", TARGETS[target], 32),
-                          options={"num_warps": config.num_warps})
+                          options={"num_warps": num_warps})
+
+
+def compile_kernel(kernel: str, target: str, dtype: str, config: Config):
+    """``triton.compile`` of one kernel configuration for ``target`` ("sm_80", "sm_90")."""
+    if dtype not in DTYPES or config.kernel != kernel:
+        raise ValueError(f"expected dtype in {DTYPES} and a {kernel} config, got {dtype!r} "
+                         f"and a {config.kernel!r} config")
+    types, constants = _arg_types(kernel, dtype, config)
+    return _compile(_kernel(kernel), types, constants, config.aligned, target,
+                    config.num_warps)
+
+
+def _resources(compiled, target: str) -> dict:
+    return dict(**_cuobjdump_usage(compiled.asm["cubin"]),
+                shared_bytes=int(compiled.metadata.shared),
+                **_ptxas_spills(compiled.asm["ptx"], TARGETS[target]),
+                ptx=ptx_instruction_counts(compiled.asm["ptx"]))
 
 
 def compile_report(kernel: str, target: str, dtype: str, config: Config) -> dict:
@@ -251,12 +267,22 @@ def compile_report(kernel: str, target: str, dtype: str, config: Config) -> dict
     process where the kernels are defined for the compiler (see ``compile_in_subprocess``).
     """
     compiled = compile_kernel(kernel, target, dtype, config)
-    capability = TARGETS[target]
     return dict(target=target, dtype=dtype, **dataclasses.asdict(config),
-                **_cuobjdump_usage(compiled.asm["cubin"]),
-                shared_bytes=int(compiled.metadata.shared),
-                **_ptxas_spills(compiled.asm["ptx"], capability),
-                ptx=ptx_instruction_counts(compiled.asm["ptx"]))
+                **_resources(compiled, target))
+
+
+def compile_function_report(function: str, types: dict, constants: dict, target: str,
+                            num_warps: int, aligned: bool = True, label: str = "") -> dict:
+    """Resources of any ``@triton.jit`` kernel, named ``"module:name"`` (a peer's, say):
+    ``types`` of its runtime arguments and ``constants`` by name, as in ``compile_report``.
+    Must run in compile mode, like ``compile_report``."""
+    import importlib
+
+    module, name = function.split(":")
+    fn = getattr(importlib.import_module(module), name)
+    compiled = _compile(fn, types, constants, aligned, target, num_warps)
+    return dict(function=function, label=label, target=target, num_warps=num_warps,
+                **_resources(compiled, target))
 
 
 def full_grid() -> list[tuple[str, str, str, Config]]:
@@ -267,11 +293,15 @@ def full_grid() -> list[tuple[str, str, str, Config]]:
 
 def compile_in_subprocess(jobs, *, cache_dir: str | os.PathLike | None = None,
                           timeout: float = 1800.0) -> list[dict]:
-    """``compile_report`` for each ``(kernel, target, dtype, config)`` in ``jobs``, in order,
-    computed in a fresh Python process that defines the kernels for Triton's compiler.
+    """Reports for ``jobs``, in order, computed in a fresh Python process that defines the
+    kernels for Triton's compiler.
 
-    ``cache_dir`` becomes that process's ``TRITON_CACHE_DIR`` (default: Triton's own)."""
-    jobs = [(k, t, d, dataclasses.asdict(c)) for k, t, d, c in jobs]
+    A job is ``(kernel, target, dtype, config)`` (``compile_report``) or a dict of the
+    keyword arguments of ``compile_function_report``. ``cache_dir`` becomes that process's
+    ``TRITON_CACHE_DIR`` (default: Triton's own)."""
+    jobs = [job if isinstance(job, dict) else
+            dict(kernel=job[0], target=job[1], dtype=job[2], config=dataclasses.asdict(job[3]))
+            for job in jobs]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env[COMPILE_ONLY_FLAG] = "1"
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9's default, stated
@@ -290,8 +320,13 @@ def compile_in_subprocess(jobs, *, cache_dir: str | os.PathLike | None = None,
 
 
 def _compile_file(request: str, answer: str) -> None:
-    jobs = json.loads(Path(request).read_text())
-    reports = [compile_report(k, t, d, Config(**c)) for k, t, d, c in jobs]
+    reports = []
+    for job in json.loads(Path(request).read_text()):
+        if "function" in job:
+            reports.append(compile_function_report(**job))
+        else:
+            reports.append(compile_report(job["kernel"], job["target"], job["dtype"],
+                                          Config(**job["config"])))
     Path(answer).write_text(json.dumps(reports))
 
 

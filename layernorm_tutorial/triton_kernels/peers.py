@@ -125,6 +125,50 @@ def compare_peers(peers=PEERS, cases=CASES, seed: int = 0) -> list[dict]:
     return [run_case(p, n, d, seed) for n, d in cases for p in peers]
 
 
+LIGER_MODULE = "liger_kernel.ops.layer_norm"
+
+
+def liger_compile_jobs(ns=(4096, 8192, 16384), dtype: str = "bf16", target: str = "sm_90",
+                       rows: int = 4096, multiprocessors: int = 132) -> list[dict]:
+    """Jobs for ``aot.compile_in_subprocess``: Liger's forward and backward LayerNorm kernels
+    as its launcher would specialize them for ``rows`` x ``n`` inputs on a GPU with
+    ``multiprocessors`` SMs (block and warps from Liger's ``calculate_settings``; strides of
+    1 become constants, as Triton's JIT makes them)."""
+    from liger_kernel.ops.utils import calculate_settings
+
+    t, f32 = "*" + dtype, "*fp32"
+    jobs = []
+    for n in ns:
+        block, warps = calculate_settings(n)
+        fwd_types = dict(Y_ptr=t, Y_row_stride="i32", X_ptr=t, X_row_stride="i32", W_ptr=t,
+                         B_ptr=t, Mean_ptr=f32, RSTD_ptr=f32, n_cols="i32", eps="fp32")
+        fwd_constants = dict(W_row_stride=1, B_row_stride=1, Mean_row_stride=1,
+                             RSTD_row_stride=1, BLOCK_SIZE=block)
+        bwd_types = dict(X_ptr=t, stride_x="i32", W_ptr=t, Mean_ptr=f32, RSTD_ptr=f32,
+                         DX_ptr=t, stride_dx="i32", DW_ptr=f32, stride_dw="i32", DB_ptr=f32,
+                         stride_db="i32", DY_ptr=t, stride_dy="i32", n_rows="i32",
+                         n_cols="i32")
+        bwd_constants = dict(stride_mean=1, stride_rstd=1,
+                             rows_per_program=-(-rows // multiprocessors), BLOCK_SIZE=block,
+                             COMPUTE_DW=True, COMPUTE_DB=True)
+        for kernel, types, constants in (("forward", fwd_types, fwd_constants),
+                                         ("backward", bwd_types, bwd_constants)):
+            jobs.append(dict(function=f"{LIGER_MODULE}:_layer_norm_{kernel}_kernel",
+                             types=types, constants=constants, target=target,
+                             num_warps=warps, label=f"liger {kernel} N={n} BLOCK_SIZE={block}"))
+    return jobs
+
+
+def format_compiled_peers(rows: list[dict]) -> str:
+    """Registers, spills and shared memory of compiled peer kernels (``aot`` reports)."""
+    lines = [f"{'kernel':<40}{'warps':>6}{'regs':>6}{'spill B':>9}{'shared B':>10}"]
+    for r in rows:
+        spill = r["spill_store_bytes"] + r["spill_load_bytes"] + r["local_bytes"]
+        lines.append(f"{r['label']:<40}{r['num_warps']:>6}{r['registers']:>6}{spill:>9}"
+                     f"{r['shared_bytes'] + r['static_shared_bytes']:>10}")
+    return "\n".join(lines)
+
+
 def format_peer_table(rows: list[dict]) -> str:
     """Text table: largest relative error per case and peer (``-`` not computed), or the
     error raised (listed once per peer below the table)."""
