@@ -16,7 +16,9 @@ instructions in the PTX (vector loads, warp shuffles, shared-memory traffic).
 ``launch_configs`` lists every configuration the launchers in ``ops`` can choose, read from
 ``ops.launch_config`` (nothing is copied). The signature mirrors Triton's JIT specialization:
 tensors are 16-byte aligned (torch allocates them so) and, for an *aligned* row
-(``N`` and the row strides multiples of 16), so are the integer arguments.
+(``N`` and the row strides multiples of 16), so are the integer arguments. Not covered: the
+JIT turns an integer argument equal to 1 (``N = 1``, ``M = 1``) into a constant, which only
+simplifies the kernel.
 
 The kernels must be defined for the compiler, not the interpreter, which the package
 switches on when it is imported without a GPU. ``compile_in_subprocess`` therefore compiles
