@@ -23,9 +23,11 @@ The Chinese edition differs from the English one only by the configuration overr
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 LANGUAGES = {"en": "", "zh": "zh_CN"}
@@ -190,10 +192,19 @@ def main(argv: list[str] | None = None) -> int:
         # changes to the package); the Chinese edition then reads the fresh cache.
         shutil.rmtree(build / ".jupyter_cache", ignore_errors=True)
     for lang in ("en", "zh"):
+        start_wall, start_cpu = time.perf_counter(), _cpu_seconds()
         status = build_html(root, lang, **flags)
+        print(f"{lang} edition: {time.perf_counter() - start_wall:.0f} s wall, "
+              f"{_cpu_seconds() - start_cpu:.0f} s CPU (this process and the kernels)")
         if status:
             return status
     return 0
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process and its finished children (the kernels)."""
+    usage = os.times()
+    return usage.user + usage.system + usage.children_user + usage.children_system
 
 
 if __name__ == "__main__":

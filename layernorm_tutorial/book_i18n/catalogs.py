@@ -144,6 +144,28 @@ def message_ids(po_or_pot: Path) -> set[str]:
     return {entry.msgid for entry in entries(po_or_pot)}
 
 
+def is_chinese_title(msgid: str) -> bool:
+    """A bold line with Chinese in it: ``**什么是层归一化？**`` (the interview chapters put
+    one under each English question heading)."""
+    return (msgid.startswith("**") and msgid.endswith("**") and len(msgid) > 4
+            and bool(CJK.search(msgid)))
+
+
+def interview_title_pairs(msgids: list[str]) -> list[tuple[str, str]]:
+    """(English heading, bold Chinese title) for each heading followed by its Chinese
+    title, in catalog order. In the Chinese edition the heading becomes the Chinese title
+    and the bold line the English question in italics (see the translator guide)."""
+    return [
+        (heading, title) for heading, title in zip(msgids[:-1], msgids[1:], strict=True)
+        if not CJK.search(heading) and not heading.startswith("*") and is_chinese_title(title)
+    ]
+
+
+def swapped_titles(heading: str, title: str) -> tuple[str, str]:
+    """The translations of a pair: (Chinese title without the bold, English in italics)."""
+    return title[2:-2].strip(), f"*{heading}*"
+
+
 # --------------------------------------------------------------------------------------
 # The glossary's Chinese terms
 # --------------------------------------------------------------------------------------
@@ -155,14 +177,17 @@ class GlossaryEntry:
     chinese: tuple[str, ...]
 
     def accepted_for(self, headword: str) -> tuple[str, ...]:
-        """The Chinese forms a translation of ``headword`` must use: for ``A / B`` entries
-        with as many headwords as Chinese forms, the one in the same position; else any."""
+        """The Chinese forms a translation of ``headword`` must use. For ``A / B`` entries
+        with as many headwords as Chinese forms, the form in the same position; else the
+        entry's forms for its first headword, and none (free wording) for its aliases
+        (``BN``, ``Running variance``)."""
         lowered = [h.lower() for h in self.headwords]
         if headword.lower() not in lowered:
             raise KeyError(headword)
+        position = lowered.index(headword.lower())
         if len(self.chinese) > 1 and len(self.chinese) == len(self.headwords):
-            return (self.chinese[lowered.index(headword.lower())],)
-        return self.chinese
+            return (self.chinese[position],)
+        return self.chinese if position == 0 else ()
 
 
 CHINESE_LINE = re.compile(r"^\s+中文：(?P<terms>.+?)[.。]\s")
@@ -225,18 +250,22 @@ def _compact(text: str) -> str:
 
 def glossary_problems(entry: Entry, index: dict[str, GlossaryEntry]) -> list[str]:
     """Where a translated message does not use the glossary's Chinese form of a term that
-    its English links with ``{term}`` or names in prose (multi-word headwords only)."""
-    if not entry.msgstr or entry.msgstr == entry.msgid:
+    its English links with ``{term}`` or names in prose (multi-word headwords, longest
+    first, so that "synchronized batch normalization" is not also "batch normalization")."""
+    if not entry.msgstr or entry.fuzzy or entry.msgstr == entry.msgid:
         return []
     mentioned: list[str] = []
     for match in ROLE.finditer(entry.msgid):
         if match.group("name") == "term":
             target = TARGET_IN_ANGLES.search(match.group("content"))
             mentioned.append(target.group("target") if target else match.group("content"))
-    text = prose(entry.msgid).lower()
-    for headword in index:
-        if " " in headword and re.search(rf"\b{re.escape(headword)}s?\b", text):
+    # A message already in Chinese (the interview titles) gets the English as translation.
+    text = "" if CJK.search(entry.msgid) else prose(entry.msgid).lower()
+    for headword in sorted((h for h in index if " " in h), key=len, reverse=True):
+        pattern = re.compile(rf"\b{re.escape(headword)}s?\b")
+        if pattern.search(text):
             mentioned.append(headword)
+            text = pattern.sub(" ", text)
     problems = []
     translated = _compact(entry.msgstr)
     for headword in dict.fromkeys(h.strip() for h in mentioned):
@@ -244,6 +273,6 @@ def glossary_problems(entry: Entry, index: dict[str, GlossaryEntry]) -> list[str
         if glossary_entry is None:
             continue  # an unknown term: the build reports it
         forms = glossary_entry.accepted_for(headword)
-        if not any(_compact(form) in translated for form in forms):
+        if forms and not any(_compact(form) in translated for form in forms):
             problems.append(f"{headword!r} should be translated as {' or '.join(forms)}")
     return problems

@@ -14,7 +14,9 @@ unchanged in the translation and a ``hint``. Fill in ``msgstr`` and pass the sam
 ``apply``: it checks every entry (protected parts present, glossary terms used), writes the
 good ones (clearing their fuzzy flag) and reports the others without writing them.
 ``prefill`` copies messages without prose (``{doc}`x```, display math, code names) into
-their translation. ``check`` reports every problem in the catalogs (exit status 1 if any).
+their translation, and swaps each English heading of the interview chapters with the bold
+Chinese title under it (the heading becomes the Chinese title, the bold line the English
+question in italics). ``check`` reports every problem in the catalogs (exit status 1 if any).
 """
 
 from __future__ import annotations
@@ -112,14 +114,24 @@ def _po_files(paths: list[Path]) -> list[Path]:
 def cmd_prefill(args) -> int:
     for po in _po_files(args.po):
         catalog = catalogs.read_catalog(po)
-        copied = 0
+        copied = swapped = 0
         for message in catalog:
             if (message.id and isinstance(message.id, str) and not message.string
                     and catalogs.looks_untranslatable(message.id)):
                 message.string = message.id
                 copied += 1
+        ids = [m.id for m in catalog if m.id and isinstance(m.id, str)]
+        for heading, title in catalogs.interview_title_pairs(ids):
+            new_heading, new_title = catalogs.swapped_titles(heading, title)
+            for msgid, msgstr in ((heading, new_heading), (title, new_title)):
+                message = catalog.get(msgid)
+                if not message.string or message.fuzzy:
+                    message.string = msgstr
+                    message.flags.discard("fuzzy")
+                    swapped += 1
         catalogs.write_catalog(po, catalog)
-        print(f"{po}: {copied} message(s) without prose copied", file=sys.stderr)
+        print(f"{po}: {copied} message(s) without prose copied, {swapped} interview "
+              "title message(s) swapped", file=sys.stderr)
     return 0
 
 

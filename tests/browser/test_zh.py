@@ -1,0 +1,154 @@
+"""The Chinese edition (``_build/html/zh``) in headless Chromium, offline.
+
+Run after ``python -m layernorm_tutorial.book_build`` with ``pytest -m browser tests/browser``.
+For every page of the table of contents, in Chinese:
+
+- no console errors, no failed or outside requests; math typeset by MathJax, no raw TeX;
+- every image loaded, every internal link resolves (including the switch to English);
+- ``<html lang="zh-CN">``; the page's heading is Chinese when its catalog is translated;
+- the language switch leads to the same page in English, and back;
+- the Chinese search for 层归一化 finds the principles chapter.
+
+Screenshots of two Chinese pages go to ``_build/screenshots/zh_*.png``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from layernorm_tutorial.book_i18n import catalogs
+
+from .conftest import (
+    HTML_DIR,
+    MATHJAX_TIMEOUT_MS,
+    REPO_ROOT,
+    SCREENSHOT_DIR,
+    broken_internal_link,
+    landing_docname,
+    toc_docnames,
+)
+from .test_browser import (
+    BROKEN_IMAGES_JS,
+    LINKS_JS,
+    MATH_STATUS_JS,
+    PROSE_TEXT_JS,
+    _raw_tex_snippets,
+)
+
+pytestmark = pytest.mark.browser
+
+ZH = "zh"
+ZH_HTML_DIR = HTML_DIR / ZH
+CATALOG_DIR = REPO_ROOT / "locales" / "zh_CN" / "LC_MESSAGES"
+PRINCIPLES = "book/principles"
+SCREENSHOT_PAGES = {landing_docname(), PRINCIPLES}
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def _fully_translated(docname: str) -> bool:
+    po = CATALOG_DIR / f"{docname}.po"
+    return po.is_file() and all(e.msgstr and not e.fuzzy for e in catalogs.entries(po))
+
+
+@pytest.fixture(scope="session")
+def built_zh(built_html: Path) -> Path:
+    if not (ZH_HTML_DIR / "index.html").is_file():
+        pytest.fail(
+            f"No Chinese edition in {ZH_HTML_DIR}: build both editions with "
+            "`python -m layernorm_tutorial.book_build`.",
+            pytrace=False,
+        )
+    return ZH_HTML_DIR
+
+
+@pytest.mark.parametrize("docname", toc_docnames())
+def test_chinese_page_renders_offline_and_completely(docname, built_zh, open_page, origin):
+    html_file = built_zh / f"{docname}.html"
+    assert html_file.is_file(), f"{docname} is in _toc.yml but {html_file} was not built"
+
+    page, log = open_page(f"{ZH}/{docname}.html")
+    problems: list[str] = []
+
+    lang = page.evaluate("() => document.documentElement.lang")
+    if lang != "zh-CN":
+        problems.append(f"<html lang={lang!r}>, expected 'zh-CN'")
+
+    math = page.evaluate(MATH_STATUS_JS, MATHJAX_TIMEOUT_MS)
+    if math["count"] and not math["loaded"]:
+        problems.append(f"{math['count']} math elements but MathJax did not load")
+    problems += [f"math not typeset: {tex!r}" for tex in math["untypeset"]]
+    problems += [f"raw TeX in text: {s}" for s in _raw_tex_snippets(page.evaluate(PROSE_TEXT_JS))]
+
+    images = page.evaluate(BROKEN_IMAGES_JS)
+    problems += [f"image did not load: {src}" for src in images["broken"]]
+
+    links = page.evaluate(LINKS_JS)
+    for href in sorted(set(links)):
+        reason = broken_internal_link(href, origin, HTML_DIR)
+        if reason:
+            problems.append(f"broken internal link: {reason}")
+
+    english = f"{origin}/{docname}.html"
+    switch = page.locator("a.language-switch")
+    if switch.count() != 1:
+        problems.append(f"{switch.count()} language switches, expected 1")
+    elif switch.evaluate("a => a.href") != english:
+        problems.append(f"the language switch leads to {switch.evaluate('a => a.href')}, "
+                        f"expected {english}")
+
+    heading = page.locator("article h1").first.inner_text()
+    if _fully_translated(docname) and not CJK.search(heading):
+        problems.append(f"the catalog is translated but the heading is {heading!r}")
+
+    if docname in SCREENSHOT_PAGES:
+        SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT_DIR / f"zh_{docname.split('/')[-1]}.png"),
+                        full_page=True)
+
+    problems = log.problems() + problems
+    assert not problems, f"zh/{docname}.html has {len(problems)} problem(s):\n" + "\n".join(
+        f"  - {p}" for p in problems
+    )
+
+
+def test_language_switch_both_ways(built_zh, open_page, origin):
+    """English page -> 中文 -> the same page in Chinese -> English -> back where we began."""
+    page, log = open_page(f"{PRINCIPLES}.html")
+    assert page.evaluate("() => document.documentElement.lang") == "en"
+    to_zh = page.locator("a.language-switch")
+    assert to_zh.inner_text().strip() == "中文"
+    to_zh.click()
+    page.wait_for_url(f"{origin}/{ZH}/{PRINCIPLES}.html", wait_until="load")
+    assert page.evaluate("() => document.documentElement.lang") == "zh-CN"
+    to_en = page.locator("a.language-switch")
+    assert to_en.inner_text().strip() == "English"
+    to_en.click()
+    page.wait_for_url(f"{origin}/{PRINCIPLES}.html", wait_until="load")
+    assert page.evaluate("() => document.documentElement.lang") == "en"
+    assert not log.problems(), "\n".join(log.problems())
+
+
+def test_every_english_page_links_to_its_chinese_page(built_zh):
+    """Checked on the files (fast): each toc page's switch points to an existing zh page."""
+    missing = []
+    for docname in toc_docnames():
+        html = (HTML_DIR / f"{docname}.html").read_text(encoding="utf8")
+        target = "../" * docname.count("/") + f"{ZH}/{docname}.html"
+        if f'href="{target}"' not in html or not (built_zh / f"{docname}.html").is_file():
+            missing.append(docname)
+    assert not missing, f"English pages without a working switch to Chinese: {missing}"
+
+
+def test_chinese_search_finds_the_principles_chapter(built_zh, open_page, origin):
+    page, log = open_page(f"{ZH}/search.html?q=层归一化")
+    results = page.locator("#search-results ul.search li")
+    results.first.wait_for(state="attached", timeout=60_000)
+    hrefs = results.locator("a").evaluate_all("links => links.map(a => a.href)")
+    titles = results.locator("a").all_inner_texts()
+    assert any(h.split("#")[0].split("?")[0] == f"{origin}/{ZH}/{PRINCIPLES}.html"
+               for h in hrefs), f"search for 层归一化 did not find {PRINCIPLES}: {titles}"
+    assert not log.problems(), "\n".join(log.problems())
+    print(f"search for 层归一化: {len(hrefs)} result(s): {titles[:5]}")
