@@ -59,3 +59,41 @@ def test_lr_sweep_figure(doc):
     assert [len(ax.get_lines()) for ax in fig.axes] == [3, 5, 3]
     assert all(len(line.get_xdata()) == 3 for line in fig.axes[0].get_lines())
     assert fig.axes[0].get_xscale() == "log"
+
+
+def test_gradients_at_init_figure():
+    import numpy as np
+
+    from layernorm_tutorial.plots import evidence_side as ps
+
+    grads = np.exp(np.random.default_rng(0).normal(size=(3, 2, 3, 5)))
+    fig = ps.plot_gradients_at_init(grads, ("none", "bn", "ln"), (0.5, 2.0))
+    assert len(fig.axes) == 3 and [ax.get_title() for ax in fig.axes] == \
+        ["no norm", "BatchNorm", "LayerNorm"]
+    assert all(len(ax.get_lines()) == 2 and ax.get_yscale() == "log" for ax in fig.axes)
+    assert fig.axes[0].get_ylim() == fig.axes[2].get_ylim()      # one y range for all panels
+    assert list(fig.axes[0].get_lines()[0].get_xdata()) == [1, 2, 3, 4, 5]
+    assert "initialization" in fig.axes[0].get_ylabel()
+    with pytest.raises(ValueError, match="grads"):
+        ps.plot_gradients_at_init(grads[0], ("none",), (0.5, 2.0))
+
+
+def test_init_scale_and_combination_figures():
+    import numpy as np
+
+    from layernorm_tutorial.evidence.bn_init import InitScaleResult
+    from layernorm_tutorial.evidence.combinations import CombinationResult
+    from layernorm_tutorial.plots import evidence_side as ps
+
+    acc = np.full((2, 3, 3), 0.9)
+    fig = ps.plot_init_scale_accuracy(InitScaleResult(("none", "bn"), (0.5, 1.0, 2.0),
+                                                      (0, 1, 2), acc))
+    ax = fig.axes[0]
+    assert len(ax.containers) == 2 and ax.get_xscale() == "log"
+    assert "initialization scale" in ax.get_xlabel() and "accuracy (%)" in ax.get_ylabel()
+    test_acc = np.array([[0.9, 0.92, 0.94], [0.8, 0.8, 0.8]])
+    fig = ps.plot_combinations(CombinationResult(("A + B", "C"), (0, 1, 2), test_acc, test_acc))
+    ax = fig.axes[0]
+    assert len(ax.patches) == 2
+    assert ax.patches[0].get_height() == pytest.approx(92.0)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["A +\nB", "C"]

@@ -1,0 +1,101 @@
+"""The evidence chapter's two side experiments, run once and stored.
+
+::
+
+    python -m layernorm_tutorial.evidence.side_experiments [--out PATH] [--force]
+
+runs the initialization-scale sweep of :mod:`.bn_init` (3 norms x 5 scales x 3 seeds) and the
+LN/BN combinations of :mod:`.combinations` (4 variants x 3 seeds), about two minutes on one
+core, and writes ``book/data/evidence_side_results.json`` (an existing file is replaced only
+with ``--force``). The chapter loads it with :func:`load_side_results` and re-runs a few of its
+runs live; accuracies are rounded to :data:`DIGITS` significant digits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .._cli import OutputPathError, check_output_path, write_text_atomically
+from .bn_init import InitScaleResult, init_scale_sweep
+from .combinations import CombinationResult, combination_sweep
+
+__all__ = ["SIDE_RESULTS_PATH", "DIGITS", "run_side_experiments", "load_side_results",
+           "init_scale_result", "combination_result", "main"]
+
+SIDE_RESULTS_PATH = Path(__file__).resolve().parents[2] / "book" / "data" / \
+    "evidence_side_results.json"
+DIGITS = 5
+
+
+def _rounded(array: np.ndarray) -> list:
+    return np.vectorize(lambda v: float(f"{v:.{DIGITS}g}"))(array).tolist()
+
+
+def run_side_experiments() -> dict:
+    """Run both sweeps with their default settings; return the JSON-ready document."""
+    start = time.perf_counter()
+    init = init_scale_sweep()
+    combo = combination_sweep()
+    return {
+        "command": "python -m layernorm_tutorial.evidence.side_experiments",
+        "seconds": round(time.perf_counter() - start),
+        "init_scale": {"norms": list(init.norms), "scales": list(init.scales),
+                       "seeds": list(init.seeds), "accuracy": _rounded(init.accuracy),
+                       "settings": {"depth": 8, "width": 64, "steps": 150, "lr": 0.02,
+                                    "momentum": 0.9, "batch_size": 32, "optimizer": "SGD"}},
+        "combinations": {"variants": list(combo.variants), "seeds": list(combo.seeds),
+                         "test_acc": _rounded(combo.test_acc),
+                         "train_acc": _rounded(combo.train_acc),
+                         "settings": {"steps": 200, "lr": 3e-3, "batch_size": 32,
+                                      "optimizer": "Adam"}},
+    }
+
+
+def load_side_results(path: str | Path = SIDE_RESULTS_PATH) -> dict:
+    """Read the stored document; ``FileNotFoundError`` names the command that writes it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no side-experiment results; write them with "
+                                "`python -m layernorm_tutorial.evidence.side_experiments`")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def init_scale_result(doc: dict) -> InitScaleResult:
+    """The stored initialization-scale sweep as an :class:`~.bn_init.InitScaleResult`."""
+    d = doc["init_scale"]
+    return InitScaleResult(tuple(d["norms"]), tuple(d["scales"]), tuple(d["seeds"]),
+                           np.array(d["accuracy"]))
+
+
+def combination_result(doc: dict) -> CombinationResult:
+    """The stored combination runs as a :class:`~.combinations.CombinationResult`."""
+    d = doc["combinations"]
+    return CombinationResult(tuple(d["variants"]), tuple(d["seeds"]), np.array(d["test_acc"]),
+                             np.array(d["train_acc"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.evidence.side_experiments",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(SIDE_RESULTS_PATH), help="JSON file to write")
+    parser.add_argument("--force", action="store_true", help="replace an existing file")
+    args = parser.parse_args(argv)
+    try:
+        out = check_output_path(args.out, force=args.force)
+    except OutputPathError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    doc = run_side_experiments()
+    write_text_atomically(out, json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out} ({doc['seconds']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
