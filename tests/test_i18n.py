@@ -71,6 +71,9 @@ def test_markup_survives_translation(po):
         missing, extra = catalogs.missing_or_extra_tokens(entry.msgid, entry.msgstr)
         problems += [f"{entry.msgid[:50]!r}: {t!r} missing in the translation" for t in missing]
         problems += [f"{entry.msgid[:50]!r}: {t!r} not in the English" for t in extra]
+        if catalogs.literal_asterisks(entry.msgstr) > catalogs.literal_asterisks(entry.msgid):
+            problems.append(f"{entry.msgid[:50]!r}: bold/italic does not render in "
+                            f"{entry.msgstr[:50]!r}")
     assert not problems, f"{_name(po)}: " + _report(problems)
 
 
@@ -161,6 +164,12 @@ def test_markup_tokens_see_display_math_urls_and_labels():
     tokens = catalogs.markup_tokens(text)
     assert tokens == {"$$a+b$$": 1, "https://example.org/x": 1, "](https://a.b/c)": 1,
                       "[^1]": 1, "(lab)=": 1}
+
+
+def test_emphasis_that_does_not_render_is_seen():
+    assert catalogs.literal_asterisks("**“归一化”**之后") == 4
+    assert catalogs.literal_asterisks("“**归一化**”之后") == 0
+    assert catalogs.literal_asterisks("**阅读。** HTML 与 `a**2` 和 $x^*$") == 0
 
 
 def test_untranslatable_messages():

@@ -80,6 +80,17 @@ def missing_or_extra_tokens(msgid: str, msgstr: str) -> tuple[Counter, Counter]:
     return source - target, target - source
 
 
+def literal_asterisks(text: str) -> int:
+    """How many ``*`` a Markdown renderer leaves as text (outside code and math): emphasis
+    that does not render, e.g. ``**“归一化”**之后`` (CommonMark's flanking rules: bold that
+    starts or ends with punctuation needs a space or punctuation outside it)."""
+    from markdown_it import MarkdownIt
+
+    text = DISPLAY_MATH.sub(" ", INLINE_MATH.sub(" ", ROLE.sub(" ", text)))
+    html = MarkdownIt("commonmark").renderInline(text)
+    return re.sub(r"<code>.*?</code>", " ", html, flags=re.S).count("*")
+
+
 def prose(text: str) -> str:
     """``text`` without its protected parts and LaTeX commands: what a translator translates."""
     for pattern in (ROLE, CODE, DISPLAY_MATH, INLINE_MATH, URL, FOOTNOTE, LABEL, SUBSTITUTION):

@@ -46,6 +46,9 @@ def entry_problems(entry: catalogs.Entry, index: dict) -> list[str]:
     missing, extra = catalogs.missing_or_extra_tokens(entry.msgid, entry.msgstr)
     problems += [f"missing {token!r} (x{n})" for token, n in missing.items()]
     problems += [f"not in the English: {token!r} (x{n})" for token, n in extra.items()]
+    if catalogs.literal_asterisks(entry.msgstr) > catalogs.literal_asterisks(entry.msgid):
+        problems.append("bold/italic does not render: put a space or the punctuation outside "
+                        "the ** or * (e.g. “**词**”之后, not **“词”**之后)")
     problems += catalogs.glossary_problems(entry, index)
     return problems
 

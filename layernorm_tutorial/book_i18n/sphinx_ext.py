@@ -3,6 +3,12 @@
 - Every page gets a link to the same page in the other edition, in the header next to the
   download and full-screen buttons (the template ``templates/language-switch.html``).
 - ``<html lang>`` is the BCP 47 tag (``zh-CN``), not Sphinx's ``zh_CN``.
+- The part captions of ``_toc.yml`` are translated: sphinx-external-toc inserts its
+  toctrees after Sphinx has translated the page, so the captions (extracted into the root
+  page's catalog) are looked up here.
+- ``{glue}`` roles inside translated messages find the notebook's glued values: Sphinx
+  parses each translation as a separate small document, which myst-nb's glue roles would
+  otherwise search in vain ("No key ... found in glue data").
 
 The Chinese edition lives in the subfolder ``zh/`` of the English one, so the links are
 relative: ``book/x.html`` <-> ``zh/book/x.html``.
@@ -57,7 +63,73 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
     context["language_switch"] = switch
 
 
+_NOTEBOOK_RENDERER: dict[str, object] = {}
+"""docname -> the myst-nb renderer of the notebook being read (one entry at a time)."""
+
+
+def _share_glue_with_translations(app) -> None:
+    """Wrap myst-nb's parser: a translated message of a notebook is parsed with the
+    notebook's renderer attached, so ``{glue}`` roles in it resolve as in the original.
+    (myst-nb keeps the renderer on the document only while parsing the notebook, so it is
+    recorded when it is created.)"""
+    from myst_nb.core.render import NbElementRenderer
+    from myst_nb.sphinx_ import Parser
+
+    if getattr(Parser.parse, "shares_glue_with_translations", False):
+        return
+    original_parse, original_init = Parser.parse, NbElementRenderer.__init__
+    reading: list[str] = [""]
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        _NOTEBOOK_RENDERER.clear()
+        _NOTEBOOK_RENDERER[reading[0]] = self
+
+    def parse(self, inputstring, document):
+        env = getattr(document.settings, "env", None) or self.env
+        if str(document.current_source or "").endswith("<translated>"):
+            renderer = _NOTEBOOK_RENDERER.get(env.docname)
+            if renderer is None:
+                return original_parse(self, inputstring, document)
+            document["nb_renderer"] = renderer
+            try:  # the roles run while parsing; the doctree must not keep the renderer
+                return original_parse(self, inputstring, document)
+            finally:
+                document.attributes.pop("nb_renderer", None)
+        else:
+            reading[0] = env.docname
+        return original_parse(self, inputstring, document)
+
+    parse.shares_glue_with_translations = True
+    NbElementRenderer.__init__ = init
+    Parser.parse = parse
+
+
+def _translate_toc_captions(app, doctree) -> None:
+    """Translate the ``caption`` of every toctree of the page just read (see above)."""
+    from os import path
+
+    from sphinx import addnodes
+    from sphinx.locale import init as init_locale
+    from sphinx.util.i18n import docname_to_domain
+
+    if not is_chinese(app.config.language):
+        return
+    toctrees = [node for node in doctree.findall(addnodes.toctree) if node.get("caption")]
+    if not toctrees:
+        return
+    domain = docname_to_domain(app.env.docname, app.config.gettext_compact)
+    dirs = [path.join(app.srcdir, directory) for directory in app.config.locale_dirs]
+    catalog, has_catalog = init_locale(dirs, app.config.language, domain)
+    if not has_catalog:
+        return
+    for node in toctrees:
+        node["caption"] = catalog.gettext(node["caption"])
+
+
 def setup(app):
+    app.connect("doctree-read", _translate_toc_captions)
+    app.connect("builder-inited", _share_glue_with_translations)
     app.connect("config-inited", _add_template_and_slot)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
