@@ -191,14 +191,16 @@ def main(argv: list[str] | None = None) -> int:
         # Execute every notebook afresh for the English edition (the cache cannot see
         # changes to the package); the Chinese edition then reads the fresh cache.
         shutil.rmtree(build / ".jupyter_cache", ignore_errors=True)
+    failed = 0
     for lang in ("en", "zh"):
         start_wall, start_cpu = time.perf_counter(), _cpu_seconds()
         status = build_html(root, lang, **flags)
         print(f"{lang} edition: {time.perf_counter() - start_wall:.0f} s wall, "
               f"{_cpu_seconds() - start_cpu:.0f} s CPU (this process and the kernels)")
-        if status:
-            return status
-    return 0
+        failed = failed or status
+        if status and not args.keep_going:
+            break  # with --keep-going, the Chinese edition reports its warnings too
+    return failed
 
 
 def _cpu_seconds() -> float:

@@ -5,6 +5,7 @@ For every page of the table of contents, in Chinese:
 
 - no console errors, no failed or outside requests; math typeset by MathJax, no raw TeX;
 - every image loaded, every internal link resolves (including the switch to English);
+- as many glued values (``{glue}`` numbers from the cells) as the English page;
 - ``<html lang="zh-CN">``; the page's heading is Chinese when its catalog is translated;
 - the language switch leads to the same page in English, and back;
 - the Chinese search for 层归一化 finds the principles chapter.
@@ -98,6 +99,12 @@ def test_chinese_page_renders_offline_and_completely(docname, built_zh, open_pag
     elif switch.evaluate("a => a.href") != english:
         problems.append(f"the language switch leads to {switch.evaluate('a => a.href')}, "
                         f"expected {english}")
+
+    english_html = (HTML_DIR / f"{docname}.html").read_text(encoding="utf8")
+    glued = english_html.count('class="pasted-text"')
+    glued_zh = html_file.read_text(encoding="utf8").count('class="pasted-text"')
+    if glued_zh != glued:
+        problems.append(f"{glued_zh} glued values, the English page has {glued}")
 
     heading = page.locator("article h1").first.inner_text()
     if _fully_translated(docname) and not CJK.search(heading):
