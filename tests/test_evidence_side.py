@@ -146,3 +146,22 @@ def test_cli_refuses_to_replace_a_file_without_force(tmp_path, capsys):
     assert side_experiments.main(["--out", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
     assert out.read_text() == "{}"
+
+
+def test_side_verdict_rows_classify_the_stored_numbers():
+    from layernorm_tutorial.evidence import analysis
+    from layernorm_tutorial.evidence.bn_init import InitScaleResult
+    from layernorm_tutorial.evidence.combinations import CombinationResult
+
+    acc = np.zeros((2, 2, 3))
+    acc[0] = [[0.1, 0.11, 0.12], [0.1, 0.1, 0.1]]            # none
+    acc[1] = [[0.9, 0.91, 0.92], [0.1, 0.1, 0.11]]           # bn
+    init = InitScaleResult(("none", "bn"), (0.5, 2.0), (0, 1, 2), acc)
+    test = np.array([[0.95, 0.96, 0.97], [0.95, 0.96, 0.97], [0.90, 0.91, 0.90]])
+    combo = CombinationResult(("BN trunk + LN head", "BN everywhere", "LN everywhere"),
+                              (0, 1, 2), test, test)
+    rows = analysis.side_verdict_rows(init, combo)
+    assert [r["result"] for r in rows] == ["holds", "does not hold (no clear difference)",
+                                           "does not hold (no clear difference)", "holds"]
+    assert rows[0]["effect"] == "+80.0 ± 0.8 pp"
+    assert rows[2]["figure"] == "fig-evidence-combinations"

@@ -20,7 +20,7 @@ from .results import find_runs
 
 __all__ = ["MIN_EFFECT", "CONVERGENCE_THRESHOLD", "Summary", "Effect", "values", "summarize",
            "effect", "classify", "steps_to_accuracy", "batch_size_curves", "chosen_lr",
-           "verdict_rows", "verdict_markdown", "format_effect"]
+           "verdict_rows", "side_verdict_rows", "verdict_markdown", "format_effect"]
 
 MIN_EFFECT = 0.005            # half a percentage point: about two test images
 CONVERGENCE_THRESHOLD = 0.9   # validation accuracy that counts as "converged" for claim 5
@@ -220,3 +220,29 @@ def verdict_markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['claim']} | {r['setting']} | {r['result']} | {r['effect']} | "
                      f"{{numref}}`{r['figure']}` |")
     return "\n".join(lines)
+
+
+_VERDICT = {"holds": "holds", "reversed": "does not hold (reversed)",
+            "no clear difference": "does not hold (no clear difference)"}
+
+
+def side_verdict_rows(init, combo, scales=(0.5, 2.0)) -> list[dict]:
+    """Verdict rows for the side experiments: claim 6 (BN makes accuracy less sensitive to
+    the initialization scale: BN minus no norm at each of ``scales``) from ``init``
+    (``bn_init.InitScaleResult``), and claim 7 (BN trunk + LN head beats each single-norm
+    network) from ``combo`` (``combinations.CombinationResult``)."""
+    rows = []
+    for scale in scales:
+        j = init.scales.index(scale)
+        e = effect(init.accuracy[init.norms.index("bn"), j],
+                   init.accuracy[init.norms.index("none"), j])
+        rows.append(_row("6. BN: less sensitive to the initialization (vs none)",
+                         f"deep MLP, SGD, init scale {scale:g}", _VERDICT[classify(e)], _pp(e),
+                         "fig-evidence-init-scale"))
+    mixed = combo.test_acc[combo.variants.index("BN trunk + LN head")]
+    for other in ("BN everywhere", "LN everywhere"):
+        e = effect(mixed, combo.test_acc[combo.variants.index(other)])
+        rows.append(_row("7. Combining: BN trunk + LN head beats a single norm",
+                         f"conv + attention, vs {other}", _VERDICT[classify(e)], _pp(e),
+                         "fig-evidence-combinations"))
+    return rows
