@@ -1,7 +1,8 @@
 """Sphinx extension for the two editions (English in ``_build/html``, Chinese in ``zh/``).
 
-- Every page gets a link to the same page in the other edition, in the header next to the
-  download and full-screen buttons (the template ``templates/language-switch.html``).
+- Every page gets a link to the same page in the other edition, in the header before the
+  download and full-screen buttons (``templates/language-switch.html``, styled by
+  ``static/language-switch.css``).
 - ``<html lang>`` is the BCP 47 tag (``zh-CN``), not Sphinx's ``zh_CN``.
 - The part captions of ``_toc.yml`` are translated: sphinx-external-toc inserts its
   toctrees after Sphinx has translated the page, so the captions (extracted into the root
@@ -20,6 +21,7 @@ from pathlib import Path
 
 ZH_SUBDIR = "zh"
 TEMPLATE = "language-switch.html"
+STYLESHEET = "language-switch.css"
 HEADER_SLOT = "article_header_end"
 THEME_DEFAULT_HEADER_END = ["article-header-buttons.html"]
 
@@ -45,13 +47,15 @@ def other_edition_url(pagename: str, chinese: bool) -> str:
 
 
 def _add_template_and_slot(app, config) -> None:
-    config.templates_path = [*config.templates_path, str(Path(__file__).parent / "templates")]
+    here = Path(__file__).parent
+    config.templates_path = [*config.templates_path, str(here / "templates")]
+    config.html_static_path = [*config.html_static_path, str(here / "static")]
     options = dict(config.html_theme_options or {})
     slot = options.get(HEADER_SLOT, THEME_DEFAULT_HEADER_END)
     if isinstance(slot, str):
         slot = [name.strip() for name in slot.split(",") if name.strip()]
     if TEMPLATE not in slot:
-        options[HEADER_SLOT] = [*slot, TEMPLATE]
+        options[HEADER_SLOT] = [TEMPLATE, *slot]
     config.html_theme_options = options
 
 
@@ -131,5 +135,6 @@ def setup(app):
     app.connect("doctree-read", _translate_toc_captions)
     app.connect("builder-inited", _share_glue_with_translations)
     app.connect("config-inited", _add_template_and_slot)
+    app.add_css_file(STYLESHEET)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -159,3 +159,19 @@ def test_chinese_search_finds_the_principles_chapter(built_zh, open_page, origin
                for h in hrefs), f"search for 层归一化 did not find {PRINCIPLES}: {titles}"
     assert not log.problems(), "\n".join(log.problems())
     print(f"search for 层归一化: {len(hrefs)} result(s): {titles[:5]}")
+
+
+def test_sidebar_part_captions_are_translated(built_zh):
+    """The captions of _toc.yml's parts (translated in the root page's catalog) label the
+    Chinese edition's navigation (checked on the files)."""
+    toc_catalog = CATALOG_DIR / f"{landing_docname()}.po"
+    translations = {e.msgid: e.msgstr for e in catalogs.entries(toc_catalog)}
+    html = (built_zh / f"{landing_docname()}.html").read_text(encoding="utf8")
+    captions = re.findall(r'<span class="caption-text">([^<]*)</span>', html)
+    assert captions, "no part captions in the Chinese navigation"
+    english = [c for c in captions if not CJK.search(c)]
+    untranslated = [c for c in english if not translations.get(c)]
+    assert not english, (
+        f"English part captions in the Chinese navigation: {english} "
+        f"(untranslated in {toc_catalog.name}: {untranslated})"
+    )
