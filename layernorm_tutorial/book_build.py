@@ -14,7 +14,8 @@ Commands (run from the repository root)::
         notebook execution off: markdown cells are read as they are stored.
     python -m layernorm_tutorial.book_build update-po
         gettext, then ``sphinx-intl update``: new messages enter the .po catalogs empty,
-        changed ones become fuzzy, deleted ones are dropped.
+        changed ones become fuzzy, deleted ones are dropped; then ``po_tool prefill``
+        (messages without prose copied, interview titles swapped).
 
 The Chinese edition differs from the English one only by the configuration overrides in
 :func:`language_overrides`; everything else is read from ``_config.yml``.
@@ -140,10 +141,16 @@ def update_catalogs(root: Path) -> int:
     status = extract_messages(root, pot_dir)
     if status:
         return status
-    return subprocess.call(
+    status = subprocess.call(
         [sys.executable, "-m", "sphinx_intl", "update", "-p", str(pot_dir),
          "-d", str(root / LOCALE_DIR), "-l", LANGUAGES["zh"]],
         cwd=root,
+    )
+    if status:
+        return status
+    # Messages without prose are copied, the interview titles swapped (see po_tool).
+    return subprocess.call(
+        [sys.executable, "-m", "layernorm_tutorial.book_i18n.po_tool", "prefill"], cwd=root
     )
 
 
