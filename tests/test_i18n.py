@@ -86,14 +86,15 @@ def test_glossary_terms_are_the_books_chinese_terms(po):
     assert not problems, f"{_name(po)}: " + _report(problems)
 
 
-@pytest.mark.parametrize("po", [p for p in CATALOGS if p.stem.startswith("interview")],
-                         ids=_name)
-def test_interview_chinese_titles_are_the_headings(po):
-    """An English heading followed by its bold Chinese title (``**...**``): in the Chinese
-    edition the heading is that Chinese title, and the bold line the English question."""
+@pytest.mark.parametrize("po", CATALOGS, ids=_name)
+def test_chinese_titles_are_the_headings(po):
+    """An English heading followed by its bold Chinese title (``**...**``, every question of
+    the interview chapters): in the Chinese edition the heading is that Chinese title, and
+    the bold line the English question."""
     rows = {e.msgid: e.msgstr for e in catalogs.entries(po)}
     pairs = catalogs.interview_title_pairs(list(rows))
-    assert len(pairs) >= 10, f"{_name(po)}: only {len(pairs)} headings with a Chinese title"
+    if po.stem.startswith("interview"):
+        assert len(pairs) >= 10, f"{_name(po)}: only {len(pairs)} headings with a Chinese title"
     problems = []
     for heading, title in pairs:
         expected = catalogs.swapped_titles(heading, title)
