@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from .functional import layer_norm_forward
-from .per_step_batch_norm import PerStepBatchNorm, UnseenTimeStepError  # noqa: F401 (shim)
+from .per_step_batch_norm import PerStepBatchNorm
 
 __all__ = [
     "BatchNormElmanRNNCell",
@@ -391,9 +391,3 @@ class SequenceClassifier(nn.Module):
         outputs, _ = run_sequence(self.cell, x)
         return self.head(outputs[:, -1])
 
-
-def __getattr__(name: str):  # shim: removed in the final pass (moved to rnn_experiments)
-    from . import rnn_experiments
-    if name in rnn_experiments.__all__:
-        return getattr(rnn_experiments, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -172,9 +172,3 @@ class TokenTransformer(nn.Module):
         x = self.embed(tokens) + self.position[: tokens.shape[1]]
         return self.head(self.encoder(x))
 
-
-def __getattr__(name: str):  # shim: removed in the final pass (moved to residual_experiments)
-    from . import residual_experiments
-    if name in residual_experiments.__all__:
-        return getattr(residual_experiments, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -158,3 +158,9 @@ def test_occupancy_limits():
 def test_compiling_in_the_interpreter_process_is_refused():
     with pytest.raises(RuntimeError, match="compile_in_subprocess"):
         aot.compile_report("reduce", "sm_90", "fp32", aot.launch_configs("reduce")[0])
+
+
+def test_stored_table_is_found_from_any_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resources.STORED_TABLE == STORED
+    assert resources.load_table() == resources.load_table(STORED)

@@ -25,9 +25,16 @@ REGISTER_ALLOCATION_UNIT = 256  # registers per warp are rounded up to a multipl
 MAX_REGISTERS_PER_THREAD = 255
 
 
-def load_table(path: str | Path) -> dict:
-    """The stored table: ``{"command", "versions", "rows"}`` (see ``aot.main``)."""
-    return json.loads(Path(path).read_text())
+STORED_TABLE = Path(__file__).resolve().parents[2] / "book" / "data" / "kernel_resources.json"
+
+
+def load_table(path: str | Path | None = None) -> dict:
+    """The stored table: ``{"command", "versions", "rows"}`` (see ``aot.main``).
+
+    ``path`` defaults to the book's ``book/data/kernel_resources.json`` in this checkout, so
+    a chapter run from any working directory finds it.
+    """
+    return json.loads(Path(path if path is not None else STORED_TABLE).read_text())
 
 
 def spill_bytes(row: dict) -> int:

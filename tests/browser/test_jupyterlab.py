@@ -1,7 +1,7 @@
 """The chapters as a reader runs them: JupyterLab + jupyterlab-myst in headless Chromium.
 
 ``pytest -m browser tests/browser`` (``.ci/run`` runs it after the book build) starts
-JupyterLab the way the README tells readers to (``--LabApp.app_settings_dir=lab_settings``,
+JupyterLab the way the README tells readers to (``--LabApp.app_settings_dir=book/.lab_settings``,
 the project's ``overrides.json``) on a free port with a token, with temporary user settings,
 workspaces, config and runtime folders, on a temporary COPY of ``book/`` (so nothing a test
 does can be saved into the repository). It opens every notebook chapter of ``_toc.yml`` and,
@@ -41,7 +41,8 @@ from .conftest import REPO_ROOT, SCREENSHOT_DIR, toc_docnames
 pytestmark = pytest.mark.browser
 
 BOOK_DIR = Path(os.environ.get("JUPYTERLAB_BOOK_DIR", REPO_ROOT / "book")).resolve()
-LAB_SETTINGS = REPO_ROOT / "lab_settings"  # the override the README passes to `jupyter lab`
+# the override the README passes to `jupyter lab`
+LAB_SETTINGS = REPO_ROOT / "book" / ".lab_settings"
 RUN_ALL_CHAPTER = "interview"  # a fast chapter (seconds) for the Run All check
 SCREENSHOT_CHAPTER = "interview"
 SERVER_START_S = 120
@@ -316,7 +317,8 @@ def test_chapter_renders_in_jupyterlab(name, open_notebook):
     assert len(cells) == facts["markdown"], (len(cells), facts["markdown"])
     problems, notes = markdown_problems(cells, facts["figures"])
     if NEWS_PROMPT in page.locator("body").inner_text():
-        problems.append("JupyterLab asks about Jupyter news (lab_settings/overrides.json unused?)")
+        problems.append("JupyterLab asks about Jupyter news "
+                        "(book/.lab_settings/overrides.json unused?)")
     problems += [f"request outside the server (blocked): {u}" for u in page.blocked]
     folded = sum(c.get("closedDetails", 0) for c in cells)
     print(f"{name}: {len(cells)} markdown cells, {folded} folded dropdowns, notes: {len(notes)}")
