@@ -154,3 +154,20 @@ def test_cli_writes_the_deck(tmp_path):
                             timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert str(out) in result.stdout and zipfile.is_zipfile(out)
+
+
+def test_every_model_answer_opens_with_a_short_spoken_answer():
+    """The card's back leads with the twenty-second answer the chapters promise."""
+    for chapter in flashcards.CHAPTERS:
+        cells = json.loads((BOOK / f"{chapter}.ipynb").read_text(encoding="utf-8"))["cells"]
+        for cell in cells:
+            source = "".join(cell["source"])
+            if cell["cell_type"] != "markdown" or "{admonition} Model answer" not in source:
+                continue
+            body = source.split("{admonition} Model answer", 1)[1].split("\n", 1)[1]
+            first = next(line for line in body.splitlines()
+                         if line.strip() and not line.startswith(":"))
+            assert first.startswith("**Short answer:**"), (chapter, first)
+    questions = flashcards.parse_questions(BOOK / "interview.ipynb")
+    assert all(0 < len(q.short_answer.split()) <= 80 for q in questions), \
+        max(questions, key=lambda q: len(q.short_answer.split())).label
