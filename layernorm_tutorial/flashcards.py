@@ -189,6 +189,7 @@ class Renderer:
         text = re.sub(r"^%.*$\n?", "", text, flags=re.M)          # MyST comment lines
         md = MarkdownIt("commonmark", {"html": False}).enable("table")
         md.use(dollarmath_plugin, double_inline=True)
+
         def inline(_renderer, tokens, i, *_):
             return f"\\({html.escape(tokens[i].content)}\\)"
 
