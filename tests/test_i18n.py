@@ -58,7 +58,7 @@ def test_every_message_is_translated_and_not_fuzzy(po):
     problems = [f"untranslated: {m!r}" for m in untranslated] + [f"fuzzy: {m!r}" for m in fuzzy]
     assert not problems, (
         f"{_name(po)}: {len(untranslated)} of {len(rows)} messages untranslated, "
-        f"{len(fuzzy)} fuzzy (see /work/coord/translator_guide.md or README). " + _report(problems)
+        f"{len(fuzzy)} fuzzy (see README and locales/zh_CN/STYLE.md). " + _report(problems)
     )
 
 
