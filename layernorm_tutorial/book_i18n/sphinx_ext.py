@@ -7,6 +7,9 @@
 - The part captions of ``_toc.yml`` are translated: sphinx-external-toc inserts its
   toctrees after Sphinx has translated the page, so the captions (extracted into the root
   page's catalog) are looked up here.
+- Table cells inside a directive (a table in a dropdown answer) are translatable: MyST
+  gives their paragraphs no ``source``, which Sphinx reads as "generated text, do not
+  translate"; they inherit the source of the enclosing directive here.
 - ``{glue}`` roles inside translated messages find the notebook's glued values: Sphinx
   parses each translation as a separate small document, which myst-nb's glue roles would
   otherwise search in vain ("No key ... found in glue data").
@@ -131,7 +134,33 @@ def _translate_toc_captions(app, doctree) -> None:
         node["caption"] = catalog.gettext(node["caption"])
 
 
+def _table_cells_need_a_source():
+    from docutils import nodes
+    from sphinx.transforms import SphinxTransform
+
+    class TableCellSource(SphinxTransform):
+        """Give every paragraph of a table the source and line of its nearest ancestor
+        that has one, before Sphinx extracts (gettext) or translates (Locale, priority 20)
+        the messages."""
+
+        default_priority = 5
+
+        def apply(self, **kwargs) -> None:
+            for entry in self.document.findall(nodes.entry):
+                for paragraph in entry.findall(nodes.paragraph):
+                    if paragraph.source:
+                        continue
+                    ancestor = paragraph.parent
+                    while ancestor is not None and not ancestor.source:
+                        ancestor = ancestor.parent
+                    if ancestor is not None:
+                        paragraph.source, paragraph.line = ancestor.source, ancestor.line
+
+    return TableCellSource
+
+
 def setup(app):
+    app.add_transform(_table_cells_need_a_source())
     app.connect("doctree-read", _translate_toc_captions)
     app.connect("builder-inited", _share_glue_with_translations)
     app.connect("config-inited", _add_template_and_slot)
