@@ -66,6 +66,31 @@ def write_search_dictionary(root: Path, build: Path) -> Path:
     return path
 
 
+AUTHOR = {"zh": "layernorm_tutorial 作者团队"}
+"""The ``author`` of ``_config.yml`` in each translated edition (page footers)."""
+
+
+def translated_title_and_author(root: Path, lang: str) -> dict:
+    """``html_title`` (header, ``<title>``) and ``author`` (footer) of the ``lang`` edition.
+
+    The book's title in ``_config.yml`` is the root page's heading, so its translation is
+    read from the root page's catalog; a title missing there is an error, not English text
+    left in every page of the translated edition."""
+    import yaml
+
+    from .book_i18n import catalogs
+
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf8"))
+    toc_root = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf8"))["root"]
+    po = root / LOCALE_DIR / LANGUAGES[lang] / "LC_MESSAGES" / f"{toc_root}.po"
+    translations = {e.msgid: e.msgstr for e in catalogs.entries(po) if not e.fuzzy}
+    title = translations.get(config["title"])
+    if not title:
+        raise ValueError(f"the book title {config['title']!r} of _config.yml has no "
+                         f"translation in {po}: run update-po and translate it")
+    return {"html_title": title, "project": title, "author": AUTHOR[lang]}
+
+
 def language_overrides(root: Path, lang: str, build: Path) -> dict:
     """The Sphinx settings that make the ``lang`` edition (on top of ``_config.yml``)."""
     if lang not in LANGUAGES:
@@ -75,6 +100,7 @@ def language_overrides(root: Path, lang: str, build: Path) -> dict:
     return {
         "language": LANGUAGES[lang],
         "locale_dirs": [str(root / LOCALE_DIR)],
+        **translated_title_and_author(root, lang),
         # The book's own terms (层归一化, 批量归一化, ...) as whole search words: the
         # tokenizer (jieba, Sphinx's Chinese search splitter) would otherwise index only
         # their parts (层 + 归一化), and a search for 层归一化 would find nothing.

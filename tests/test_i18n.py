@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from layernorm_tutorial import book_build
 from layernorm_tutorial.book_i18n import catalogs, po_tool, sphinx_ext
@@ -288,11 +289,27 @@ def test_language_switch_urls_and_lang():
     assert sphinx_ext.html_lang(None) == "en"
 
 
-def test_chinese_overrides_only_change_the_language(tmp_path):
+def test_an_untranslated_book_title_is_an_error(tmp_path):
+    for name in ("_config.yml", "_toc.yml"):
+        (tmp_path / name).write_text((ROOT / name).read_text(encoding="utf8"), encoding="utf8")
+    po = tmp_path / "locales" / "zh_CN" / "LC_MESSAGES" / "book" / "intro.po"
+    po.parent.mkdir(parents=True)
+    po.write_text('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n',
+                  encoding="utf8")
+    with pytest.raises(ValueError, match="has no translation"):
+        book_build.translated_title_and_author(tmp_path, "zh")
+
+
+def test_chinese_overrides_set_language_catalogs_title_and_author(tmp_path):
     assert book_build.language_overrides(ROOT, "en", tmp_path) == {}
     zh = book_build.language_overrides(ROOT, "zh", tmp_path)
     assert zh["language"] == "zh_CN"
     assert zh["locale_dirs"] == [str(ROOT / "locales")]
+    title = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf8"))["title"]
+    intro = {e.msgid: e.msgstr for e in catalogs.entries(LOCALES / "zh_CN" / "LC_MESSAGES"
+                                                         / "book" / "intro.po")}
+    assert zh["html_title"] == zh["project"] == intro[title] != title
+    assert "作者" in zh["author"]
     assert Path(zh["html_search_options"]["dict"]).read_text(encoding="utf8").count("\n") > 10
     assert book_build.html_dir(tmp_path, "zh") == tmp_path / "html" / "zh"
     with pytest.raises(ValueError, match="lang must be one of"):
