@@ -66,12 +66,21 @@ def write_search_dictionary(root: Path, build: Path) -> Path:
     return path
 
 
-AUTHOR = {"zh": "layernorm_tutorial 作者团队"}
-"""The ``author`` of ``_config.yml`` in each translated edition (page footers)."""
+EDITION_STRINGS = {
+    "zh": {
+        "author": "layernorm_tutorial 作者团队",
+        "nb_code_prompt_show": "显示隐藏的代码单元格内容",
+        "nb_code_prompt_hide": "隐藏代码单元格内容",
+    },
+}
+"""Sphinx settings that hold English words, per translated edition: the ``author`` of
+``_config.yml`` (page footers) and myst-nb's toggle of hidden cell parts (English default
+"Show code cell {type}", where ``{type}`` would stay English too)."""
 
 
 def translated_title_and_author(root: Path, lang: str) -> dict:
-    """``html_title`` (header, ``<title>``) and ``author`` (footer) of the ``lang`` edition.
+    """``html_title`` (header, ``<title>``), ``author`` (footer) and the other
+    :data:`EDITION_STRINGS` of the ``lang`` edition.
 
     The book's title in ``_config.yml`` is the root page's heading, so its translation is
     read from the root page's catalog; a title missing there is an error, not English text
@@ -88,7 +97,7 @@ def translated_title_and_author(root: Path, lang: str) -> dict:
     if not title:
         raise ValueError(f"the book title {config['title']!r} of _config.yml has no "
                          f"translation in {po}: run update-po and translate it")
-    return {"html_title": title, "project": title, "author": AUTHOR[lang]}
+    return {"html_title": title, "project": title, **EDITION_STRINGS[lang]}
 
 
 def language_overrides(root: Path, lang: str, build: Path) -> dict:

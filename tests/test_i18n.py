@@ -14,6 +14,7 @@ Plus unit tests of the helpers behind those checks, the build and the language s
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -310,6 +311,9 @@ def test_chinese_overrides_set_language_catalogs_title_and_author(tmp_path):
                                                          / "book" / "intro.po")}
     assert zh["html_title"] == zh["project"] == intro[title] != title
     assert "作者" in zh["author"]
+    for prompt in ("nb_code_prompt_show", "nb_code_prompt_hide"):  # no English {type}
+        assert catalogs.CJK.search(zh[prompt]), zh[prompt]
+        assert not re.search(r"[A-Za-z]", zh[prompt]), zh[prompt]
     assert Path(zh["html_search_options"]["dict"]).read_text(encoding="utf8").count("\n") > 10
     assert book_build.html_dir(tmp_path, "zh") == tmp_path / "html" / "zh"
     with pytest.raises(ValueError, match="lang must be one of"):

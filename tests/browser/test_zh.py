@@ -175,3 +175,47 @@ def test_sidebar_part_captions_are_translated(built_zh):
         f"English part captions in the Chinese navigation: {english} "
         f"(untranslated in {toc_catalog.name}: {untranslated})"
     )
+
+
+ENGLISH_WORD = re.compile(r"[A-Za-z]{3,}")
+NOT_PROSE = ("div.cell_output", "div.cell_input", "div.highlight", "pre", "code", ".math",
+             "span.math", "div.math", "script", "style", "a.headerlink", "sup", "cite")
+PAGES_THAT_STAY_ENGLISH = {"book/bibliography"}  # the references are cited as published
+
+
+def english_prose(html: str) -> list[str]:
+    """Blocks of the article (paragraphs, list items, headings, table cells, captions) with
+    four or more English words and no Chinese character. Code, outputs, math and
+    all-italic lines (the English question under each Chinese interview title) are not
+    prose to translate."""
+    from bs4 import BeautifulSoup
+
+    article = BeautifulSoup(html, "html.parser").select_one("article")
+    if article is None:
+        return ["<no article element>"]
+    for element in article.select(", ".join(NOT_PROSE)):
+        element.decompose()
+    blocks = []
+    for element in article.find_all(["p", "li", "h1", "h2", "h3", "h4", "td", "th",
+                                     "figcaption", "dt", "dd", "summary", "caption"]):
+        if element.find(["p", "li", "table"]):
+            continue  # its own blocks are checked
+        text = " ".join(element.get_text(" ").split())
+        emphasized = " ".join(" ".join(e.get_text(" ") for e in element.find_all("em")).split())
+        if CJK.search(text) or text == emphasized:
+            continue
+        if len(ENGLISH_WORD.findall(text)) >= 4:
+            blocks.append(text[:100])
+    return blocks
+
+
+def test_no_english_prose_is_left_in_the_chinese_pages(built_zh):
+    """Checked on the files: text outside the catalogs (a glued English string, a
+    theme or myst-nb label, a table the extraction missed) shows up here."""
+    problems = []
+    for docname in toc_docnames():
+        if docname in PAGES_THAT_STAY_ENGLISH:
+            continue
+        html = (built_zh / f"{docname}.html").read_text(encoding="utf8")
+        problems += [f"{docname}: {block!r}" for block in english_prose(html)]
+    assert not problems, "English prose in the Chinese edition:\n" + "\n".join(problems)
