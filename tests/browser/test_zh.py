@@ -8,7 +8,9 @@ For every page of the table of contents, in Chinese:
 - as many glued values (``{glue}`` numbers from the cells) as the English page;
 - ``<html lang="zh-CN">``; the page's heading is Chinese when its catalog is translated;
 - the language switch leads to the same page in English, and back;
-- the Chinese search for 层归一化 finds the principles chapter.
+- the Chinese search for 层归一化 finds the principles chapter;
+- no English prose is left outside code, outputs, math, the bibliography and the English
+  question lines under the Chinese interview titles (checked on the files).
 
 Screenshots of two Chinese pages go to ``_build/screenshots/zh_*.png``.
 """
