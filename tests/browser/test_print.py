@@ -1,5 +1,6 @@
-"""The cheat sheet prints well: Chromium's print-to-PDF of that page fits on two A4 pages,
-with no navigation, and with its math typeset (MathJax's fonts embedded in the PDF)."""
+"""The cheat sheet prints well, in English and in Chinese: Chromium's print-to-PDF of that
+page fits on two A4 pages, with no navigation, and with its math typeset (MathJax's fonts
+embedded in the PDF)."""
 
 from __future__ import annotations
 
@@ -44,8 +45,9 @@ def test_cheat_sheet_is_in_the_book():
     assert CHEAT_SHEET in toc_docnames(), f"{CHEAT_SHEET} is not listed in _toc.yml"
 
 
-def test_cheat_sheet_prints_on_two_a4_pages_with_typeset_math(open_page):
-    page, log = open_page(f"{CHEAT_SHEET}.html")
+@pytest.mark.parametrize("edition", ["", "zh/"], ids=["en", "zh"])
+def test_cheat_sheet_prints_on_two_a4_pages_with_typeset_math(edition, open_page):
+    page, log = open_page(f"{edition}{CHEAT_SHEET}.html")
     page.emulate_media(media="print")
     status = page.evaluate(WAIT_FOR_MATH_JS, MATHJAX_TIMEOUT_MS)
     assert status["math"] > 0 and status["untypeset"] == 0, status
@@ -54,9 +56,10 @@ def test_cheat_sheet_prints_on_two_a4_pages_with_typeset_math(open_page):
     assert "$$" not in text and "\\frac" not in text
     pdf = page.pdf(format="A4", print_background=False)
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-    (SCREENSHOT_DIR / "cheat_sheet.pdf").write_bytes(pdf)
+    name = "cheat_sheet" + ("_" + edition.strip("/") if edition else "")
+    (SCREENSHOT_DIR / f"{name}.pdf").write_bytes(pdf)
     pages = _pdf_pages(pdf)
-    assert 1 <= pages <= MAX_A4_PAGES, f"the cheat sheet prints on {pages} A4 pages"
+    assert 1 <= pages <= MAX_A4_PAGES, f"{name} prints on {pages} A4 pages"
     # MathJax's CHTML output draws formulas with its own web fonts: they are embedded in the
     # PDF only if the math was typeset when the page was printed.
     assert re.search(rb"MJX[A-Z]*-?TEX|MJXZERO|MathJax", pdf), "no MathJax font in the PDF"
