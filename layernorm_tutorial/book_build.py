@@ -71,11 +71,15 @@ EDITION_STRINGS = {
         "author": "layernorm_tutorial 作者团队",
         "nb_code_prompt_show": "显示隐藏的代码单元格内容",
         "nb_code_prompt_hide": "隐藏代码单元格内容",
+        "togglebutton_hint": "点击展开",
+        "togglebutton_hint_hide": "点击收起",
     },
 }
 """Sphinx settings that hold English words, per translated edition: the ``author`` of
-``_config.yml`` (page footers) and myst-nb's toggle of hidden cell parts (English default
-"Show code cell {type}", where ``{type}`` would stay English too)."""
+``_config.yml`` (page footers), myst-nb's toggle of hidden cell parts (English default
+"Show code cell {type}", where ``{type}`` would stay English too) and sphinx-togglebutton's
+hint on the dropdowns ("Click to show": its own translation is looked up when the extension
+loads, before the language is known)."""
 
 
 def translated_title_and_author(root: Path, lang: str) -> dict:

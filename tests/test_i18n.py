@@ -311,7 +311,8 @@ def test_chinese_overrides_set_language_catalogs_title_and_author(tmp_path):
                                                          / "book" / "intro.po")}
     assert zh["html_title"] == zh["project"] == intro[title] != title
     assert "作者" in zh["author"]
-    for prompt in ("nb_code_prompt_show", "nb_code_prompt_hide"):  # no English {type}
+    for prompt in ("nb_code_prompt_show", "nb_code_prompt_hide", "togglebutton_hint",
+                   "togglebutton_hint_hide"):
         assert catalogs.CJK.search(zh[prompt]), zh[prompt]
         assert not re.search(r"[A-Za-z]", zh[prompt]), zh[prompt]
     assert Path(zh["html_search_options"]["dict"]).read_text(encoding="utf8").count("\n") > 10

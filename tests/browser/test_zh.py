@@ -183,6 +183,7 @@ ENGLISH_WORD = re.compile(r"[A-Za-z]{3,}")
 NOT_PROSE = ("div.cell_output", "div.cell_input", "div.highlight", "pre", "code", ".math",
              "span.math", "div.math", "script", "style", "a.headerlink", "sup", "cite")
 PAGES_THAT_STAY_ENGLISH = {"book/bibliography"}  # the references are cited as published
+ENGLISH_LABELS = ("Click to show", "Click to hide", "Show code cell", "Hide code cell")
 
 
 def english_prose(html: str) -> list[str]:
@@ -220,4 +221,6 @@ def test_no_english_prose_is_left_in_the_chinese_pages(built_zh):
             continue
         html = (built_zh / f"{docname}.html").read_text(encoding="utf8")
         problems += [f"{docname}: {block!r}" for block in english_prose(html)]
+        problems += [f"{docname}: the label {label!r} (set by a script or a template)"
+                     for label in ENGLISH_LABELS if label in html]
     assert not problems, "English prose in the Chinese edition:\n" + "\n".join(problems)
