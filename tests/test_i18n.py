@@ -212,6 +212,9 @@ def test_untranslatable_messages():
     assert not catalogs.looks_untranslatable("The **mean** of the row,")
     assert not catalogs.looks_untranslatable("{term}`Gain`")
     assert not catalogs.looks_untranslatable("**什么是层归一化？**")
+    assert not catalogs.looks_untranslatable("no")  # a table cell: 否
+    assert not catalogs.looks_untranslatable("N (or B·T)")
+    assert catalogs.looks_untranslatable("dx, dy")
 
 
 def test_glossary_chinese_forms():

@@ -38,7 +38,10 @@ TARGET_IN_ANGLES = re.compile(r"<(?P<target>[^<>]+)>\s*$", re.S)
 
 CJK = re.compile(r"[\u3400-\u9fff]")
 LATEX_COMMAND = re.compile(r"\\[a-zA-Z]+")
-WORD = re.compile(r"[A-Za-z]{3,}")
+# A word to translate: three letters or more, or one of the two-letter English words a table
+# cell or a short phrase may consist of ("no", "N (or B·T)"); other one- and two-letter
+# tokens are symbols (x, dx, fp).
+WORD = re.compile(r"[A-Za-z]{3,}|\b(?:no|or|of|on|in|to|by|is|as|at|if|an|be|do|up|we)\b")
 
 
 def role_key(name: str, content: str) -> str:
