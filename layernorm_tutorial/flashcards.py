@@ -20,10 +20,13 @@ The notebooks are the single source: each question is a markdown cell of the for
     :::
 
 and becomes one note: the front shows the English and/or Chinese title, the back the short
-answer, the full answer and a link to the question in the HTML book. Inline math ``$...$``
-becomes ``\(...\)`` and display math ``$$...$$`` becomes ``\[...\]``, the delimiters Anki's
-MathJax reads. Each note's GUID derives from the question's label and the deck and note-type
-ids are fixed, so importing an updated deck updates the cards instead of duplicating them.
+answer, the full answer and a link to the question in the HTML book. ``--lang zh`` makes the
+whole card Chinese: the answer is the Chinese edition's text (the translation catalogs in
+``locales/``) and the link goes to the Chinese page. Inline math ``$...$`` becomes ``\(...\)``
+and display math ``$$...$$`` becomes ``\[...\]``, the delimiters Anki's MathJax reads
+(see :mod:`layernorm_tutorial.flashcard_html`). Each note's GUID derives from the question's
+label and the deck and note-type ids are fixed, so importing an updated deck updates the cards
+instead of duplicating them.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from .flashcard_html import MissingTranslation, Renderer, Translations, citations
 
 BOOK_DIR = Path(__file__).resolve().parents[1] / "book"
 CHAPTERS = ("interview", "interview_advanced")
@@ -52,7 +57,7 @@ _ANSWER = re.compile(
     r"^(?P<fence>:{3,})\{admonition\} *Model answer[^\n]*\n(?P<body>.*?)^(?P=fence)\s*$",
     re.M | re.S)
 _OPTION = re.compile(r"^:[a-z-]+:.*$", re.M)
-_SHORT_PREFIX = re.compile(r"^\*\*Short answer[:：]?\*\*:?\s*", re.I)
+_SHORT_PREFIX = re.compile(r"^\*\*(Short answer|简答)[:：]?\*\*[:：]?\s*", re.I)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -69,8 +74,9 @@ class Question:
     section: str        # tag of the ``##`` section it sits in, e.g. "fundamentals"
     title_en: str
     title_zh: str
-    short_answer: str   # MyST markdown: the first paragraph of the model answer
+    short_answer: str   # MyST markdown: the first paragraph of the model answer, unprefixed
     answer: str         # MyST markdown: the rest of the model answer
+    short_paragraph: str = ""  # that first paragraph as written ("**Short answer:** ...")
 
 
 def _read_markdown_cells(path: Path) -> list[str]:
@@ -113,7 +119,7 @@ def parse_questions(path: Path | str) -> list[Question]:
         rest = paragraphs[1].strip() if len(paragraphs) > 1 else ""
         questions.append(Question(path.stem, label.group("label"), section,
                                   heading.group("title").strip(), zh.group("title").strip(),
-                                  short, rest))
+                                  short, rest, paragraphs[0].strip()))
     if not questions:
         raise FlashcardError(f"{path}: no interview questions found (expected a `### ` heading "
                              "and a `{admonition} Model answer` dropdown in one cell)")
@@ -134,72 +140,6 @@ def _titles_of(book_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
             if title and path.stem not in chapters:
                 chapters[path.stem] = title.group(1)
     return labels, chapters
-
-
-def _citations(bib_path: Path) -> dict[str, str]:
-    """Citation key -> "Author et al. (year)", from the book's bibliography."""
-    text = bib_path.read_text(encoding="utf-8") if bib_path.exists() else ""
-    cites: dict[str, str] = {}
-    for entry in re.finditer(r"@\w+\{([^,]+),(.*?)\n\}", text, re.S):
-        authors = re.search(r"author\s*=\s*[{\"](.+?)[}\"],?\s*\n", entry.group(2), re.S)
-        year = re.search(r"year\s*=\s*[{\"]?(\d{4})", entry.group(2))
-        names = [a.strip() for a in (authors.group(1) if authors else "").split(" and ")]
-        surname = names[0].split(",")[0].split()[-1].strip("{}") if names and names[0] else "?"
-        who = surname if len(names) == 1 else (f"{surname} and {names[1].split(',')[0].strip('{}')}"
-                                               if len(names) == 2 else f"{surname} et al.")
-        cites[entry.group(1).strip()] = f"{who} ({year.group(1) if year else 'n.d.'})"
-    return cites
-
-
-@dataclass
-class Renderer:
-    """Turns the MyST of a model answer into the HTML of an Anki field."""
-
-    book_url: str
-    labels: dict[str, str]
-    chapters: dict[str, str]
-    citations: dict[str, str]
-    chapter_of_label: dict[str, str]
-
-    def _role(self, match: re.Match) -> str:
-        role, content = match.group("role"), match.group("content")
-        explicit = re.match(r"^(?P<text>.*?)\s*<(?P<target>[^>]+)>$", content, re.S)
-        text, target = (explicit.group("text"), explicit.group("target")) if explicit \
-            else (None, content)
-        if role == "term":
-            return text or target
-        if role.startswith("cite"):
-            return "; ".join(self.citations.get(k.strip(), k.strip()) for k in target.split(","))
-        if role == "doc":
-            name = target.split("/")[-1]
-            return f"[{text or self.chapters.get(name, name)}]({self.book_url}/{name}.html)"
-        if role in ("ref", "numref"):
-            page = self.chapter_of_label.get(target)
-            title = text or self.labels.get(target, target)
-            return f"[{title}]({self.book_url}/{page}.html#{target})" if page else title
-        if role == "eq":
-            return f"({target})"
-        return text or target
-
-    def to_html(self, myst: str) -> str:
-        from markdown_it import MarkdownIt
-        from mdit_py_plugins.dollarmath import dollarmath_plugin
-
-        text = re.sub(r"\{(?P<role>[a-z:]+)\}`(?P<content>[^`]+)`", self._role, myst)
-        text = re.sub(r"^%.*$\n?", "", text, flags=re.M)          # MyST comment lines
-        md = MarkdownIt("commonmark", {"html": False}).enable("table")
-        md.use(dollarmath_plugin, double_inline=True)
-
-        def inline(_renderer, tokens, i, *_):
-            return f"\\({html.escape(tokens[i].content)}\\)"
-
-        def block(_renderer, tokens, i, *_):
-            return f"\\[{html.escape(tokens[i].content)}\\]\n"
-
-        md.add_render_rule("math_inline", inline)
-        md.add_render_rule("math_block", block)
-        md.add_render_rule("math_block_label", block)
-        return md.render(text).strip()
 
 
 # --- the deck ---------------------------------------------------------------------------
@@ -241,16 +181,32 @@ def _note_type():
 
 
 def build_notes(questions: Iterable[Question], renderer: Renderer, lang: str = "both"):
-    """One genanki note per question; the GUID is a hash of the question's label."""
+    """One genanki note per question; the GUID is a hash of the question's label.
+
+    A Chinese renderer (``renderer.translations``) writes the answer and the link in
+    Chinese; a message without a translation is a :class:`FlashcardError`."""
     import genanki
 
     model = _note_type()
+    chinese = renderer.translations is not None
     notes = []
     for q in questions:
-        url = f"{renderer.book_url}/{q.chapter}.html#{q.label}"
-        link = f'Book: <a href="{html.escape(url)}">{html.escape(q.title_en)}</a> ({q.label})'
+        url = f"{renderer.page_url(q.chapter)}#{q.label}"
+        title = q.title_zh if chinese else q.title_en
+        link = (f'{"本书" if chinese else "Book"}: <a href="{html.escape(url)}">'
+                f"{html.escape(title)}</a> ({q.label})")
+        try:
+            if chinese:
+                short = _SHORT_PREFIX.sub("", renderer.translations.of(q.chapter,
+                                                                       q.short_paragraph))
+                short_html = renderer.to_html(short, q.chapter, translated=True)
+            else:
+                short_html = renderer.to_html(q.short_answer, q.chapter)
+            answer_html = renderer.to_html(q.answer, q.chapter)
+        except MissingTranslation as exc:
+            raise FlashcardError(f"{q.chapter}: question {q.label}: {exc}") from None
         fields = [q.label, _front(q, lang), html.escape(q.title_en), html.escape(q.title_zh),
-                  renderer.to_html(q.short_answer), renderer.to_html(q.answer), link]
+                  short_html, answer_html, link]
         notes.append(genanki.Note(model=model, fields=fields, guid=genanki.guid_for(q.label),
                                   tags=[q.section, q.chapter]))
     return notes
@@ -262,8 +218,10 @@ def write_deck(out: Path | str, notebooks: Sequence[Path | str] | None = None, *
     """Write the ``.apkg`` deck to ``out`` and return the number of notes.
 
     ``notebooks`` defaults to the two interview chapters in ``book_dir`` (the repository's
-    ``book/``). ``book_url`` is where the HTML book lives (default: this checkout's
-    ``_build/html`` as a ``file://`` URL).
+    ``book/``). ``book_url`` is the root of the built HTML book, the folder with
+    ``index.html`` (default: this checkout's ``_build/html`` as a ``file://`` URL); the
+    cards link to ``{book_url}/book/<chapter>.html``, or with ``lang="zh"`` to the Chinese
+    edition's ``{book_url}/zh/book/<chapter>.html``.
     """
     import genanki
 
@@ -282,9 +240,10 @@ def write_deck(out: Path | str, notebooks: Sequence[Path | str] | None = None, *
         seen[q.label] = q.chapter
     labels, chapters = _titles_of(book_dir)
     url = book_url or (book_dir.parent / "_build" / "html").resolve().as_uri()
+    translations = Translations(book_dir.parent) if lang == "zh" else None
     renderer = Renderer(url.rstrip("/"), labels, chapters,
-                        _citations(book_dir.parent / "references.bib"),
-                        _label_pages(book_dir))
+                        citations(book_dir.parent / "references.bib"),
+                        _label_pages(book_dir), translations)
     deck = genanki.Deck(DECK_ID, DECK_NAME)
     for note in build_notes(questions, renderer, lang):
         deck.add_note(note)
@@ -326,10 +285,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Write an Anki deck (.apkg) of the book's interview questions.")
     parser.add_argument("--out", required=True, help="path of the .apkg file to write")
     parser.add_argument("--lang", choices=("en", "zh", "both"), default="both",
-                        help="language of the card's front (default: both)")
+                        help="en: English cards; zh: Chinese cards (title, answer and link, "
+                             "from the Chinese edition); both: both titles on the front, the "
+                             "answer in English (default: both)")
     parser.add_argument("--book-url", default=None,
-                        help="URL of the HTML book for the cards' links "
-                             "(default: this checkout's _build/html)")
+                        help="URL of the built HTML book's root, the folder with index.html, "
+                             "for the cards' links (default: this checkout's _build/html)")
     args = parser.parse_args(argv)
     try:
         count = write_deck(args.out, lang=args.lang, book_url=args.book_url)

@@ -45,7 +45,7 @@ def _model_answers_in(path: Path) -> int:
 def deck(tmp_path_factory):
     folder = tmp_path_factory.mktemp("deck")
     out = folder / "deck.apkg"
-    count = flashcards.write_deck(out, book_url="https://example.org/book")
+    count = flashcards.write_deck(out, book_url="https://example.org/layernorm")
     return out, count, _notes(out, folder)
 
 
@@ -63,7 +63,7 @@ def test_every_note_has_english_and_chinese_and_a_short_answer(deck):
         assert CJK.search(note["chinese"]), note["label"]
         assert CJK.search(note["front"]) and note["english"] in note["front"]
         assert note["short"].strip() and note["short"] not in note["answer"], note["label"]
-        assert 'example.org/book/' in note["link"] and f'#{note["label"]}' in note["link"]
+        assert f'example.org/layernorm/book/{note["tags"][1]}.html#{note["label"]}"' in note["link"]
         assert not re.search(r"\{(term|cite|ref|doc|eq|numref)[:a-z]*\}`", note["answer"]), \
             f"raw MyST role left in {note['label']}"
         assert ":class:" not in note["answer"] and ":::" not in note["answer"]
@@ -86,7 +86,7 @@ def test_math_uses_anki_mathjax_delimiters(deck):
 
 def test_guids_are_stable_across_runs(deck, tmp_path):
     out = tmp_path / "again.apkg"
-    flashcards.write_deck(out, book_url="https://example.org/book")
+    flashcards.write_deck(out, book_url="https://example.org/layernorm")
     again = {n["label"]: n["guid"] for n in _notes(out, tmp_path)}
     first = {n["label"]: n["guid"] for n in deck[2]}
     assert again == first
@@ -95,14 +95,14 @@ def test_guids_are_stable_across_runs(deck, tmp_path):
 
 def test_front_language_choice(tmp_path):
     out = tmp_path / "en.apkg"
-    flashcards.write_deck(out, lang="en", book_url="https://example.org/book")
+    flashcards.write_deck(out, lang="en", book_url="https://example.org/layernorm")
     notes = _notes(out, tmp_path)
     assert all(not CJK.search(n["front"]) for n in notes)
     with pytest.raises(flashcards.FlashcardError, match="lang"):
         flashcards.write_deck(tmp_path / "x.apkg", lang="fr")
 
 
-def test_a_question_added_to_a_copy_of_the_notebook_appears(tmp_path):
+def _copy_with_an_added_question(tmp_path: Path) -> Path:
     notebook = json.loads((BOOK / "interview.ipynb").read_text(encoding="utf-8"))
     notebook["cells"].append({
         "cell_type": "markdown", "metadata": {}, "id": "added-question",
@@ -113,9 +113,14 @@ def test_a_question_added_to_a_copy_of_the_notebook_appears(tmp_path):
                    "The long answer cites {cite}`ba2016layer`.\n", ":::\n"]})
     copy = tmp_path / "interview.ipynb"
     copy.write_text(json.dumps(notebook), encoding="utf-8")
+    return copy
+
+
+def test_a_question_added_to_a_copy_of_the_notebook_appears(tmp_path):
+    copy = _copy_with_an_added_question(tmp_path)
     out = tmp_path / "copy.apkg"
     count = flashcards.write_deck(out, [copy, BOOK / "interview_advanced.ipynb"],
-                                  book_url="https://example.org/book", book_dir=BOOK)
+                                  book_url="https://example.org/layernorm", book_dir=BOOK)
     notes = {n["label"]: n for n in _notes(out, tmp_path)}
     assert count == len(notes) and "iq-added-for-test" in notes
     added = notes["iq-added-for-test"]
@@ -171,3 +176,54 @@ def test_every_model_answer_opens_with_a_short_spoken_answer():
     questions = flashcards.parse_questions(BOOK / "interview.ipynb")
     assert all(0 < len(q.short_answer.split()) <= 80 for q in questions), \
         max(questions, key=lambda q: len(q.short_answer.split())).label
+
+
+def test_default_links_point_to_the_pages_of_the_local_build(tmp_path):
+    out = tmp_path / "local.apkg"
+    flashcards.write_deck(out, lang="en")
+    html_root = (ROOT / "_build" / "html").resolve().as_uri()
+    hrefs = [h for n in _notes(out, tmp_path) for field in (n["answer"], n["link"])
+             for h in re.findall(r'href="([^"]+)"', field)]
+    assert len(hrefs) >= 40
+    for href in hrefs:
+        assert href.startswith(f"{html_root}/book/"), href
+        stem = href.split("#")[0].rsplit("/", 1)[1].removesuffix(".html")
+        assert any((BOOK / f"{stem}{suffix}").is_file() for suffix in (".ipynb", ".md")), href
+
+
+@pytest.fixture(scope="module")
+def chinese_deck(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("zh")
+    out = folder / "zh.apkg"
+    flashcards.write_deck(out, lang="zh", book_url="https://example.org/layernorm")
+    return _notes(out, folder)
+
+
+def test_chinese_cards_are_chinese_from_front_to_link(chinese_deck):
+    for note in chinese_deck:
+        label = note["label"]
+        assert CJK.search(note["front"]) and note["english"] not in note["front"], label
+        assert CJK.search(note["short"]) and CJK.search(note["answer"]), label
+        assert not re.search(r"Short answer|简答", note["short"]), label
+        assert f'example.org/layernorm/zh/book/{note["tags"][1]}.html#{label}"' in note["link"]
+        assert "/zh/book/" in note["answer"] or "href" not in note["answer"], label
+        assert not re.search(r"\{(term|cite|ref|doc|eq|numref)[:a-z]*\}`", note["answer"]), label
+    what_is_ln = {n["label"]: n for n in chinese_deck}["iq-what-is-ln"]["answer"]
+    assert "\\frac{1}{H}" in what_is_ln and "\\[" in what_is_ln
+
+
+def test_chinese_cards_show_the_chinese_editions_text(chinese_deck):
+    """The short answer of a card is the catalog's translation of that paragraph."""
+    from layernorm_tutorial.book_i18n import catalogs
+
+    po = ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "book" / "interview.po"
+    translations = [e.msgstr for e in catalogs.entries(po) if e.msgstr.startswith("**简答**")]
+    short = {n["label"]: n["short"] for n in chinese_deck}["iq-ln-vs-bn"]
+    sentence = re.sub(r"<[^>]+>", "", short).strip()
+    assert any(sentence[:20] in t for t in translations), sentence
+
+
+def test_a_chinese_deck_with_an_untranslated_question_is_an_error(tmp_path):
+    copy = _copy_with_an_added_question(tmp_path)
+    with pytest.raises(flashcards.FlashcardError, match=r"iq-added-for-test.*interview\.po"):
+        flashcards.write_deck(tmp_path / "zh.apkg", [copy], lang="zh", book_dir=BOOK)
