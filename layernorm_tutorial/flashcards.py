@@ -193,7 +193,7 @@ def build_notes(questions: Iterable[Question], renderer: Renderer, lang: str = "
     for q in questions:
         url = f"{renderer.page_url(q.chapter)}#{q.label}"
         title = q.title_zh if chinese else q.title_en
-        link = (f'{"本书" if chinese else "Book"}: <a href="{html.escape(url)}">'
+        link = (f'{"本书：" if chinese else "Book: "}<a href="{html.escape(url)}">'
                 f"{html.escape(title)}</a> ({q.label})")
         try:
             if chinese:
