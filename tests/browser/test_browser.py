@@ -95,15 +95,11 @@ def _raw_tex_snippets(text: str) -> list[str]:
     return snippets
 
 
-@pytest.mark.parametrize("docname", toc_docnames())
-def test_page_renders_offline_and_completely(docname, open_page, origin):
-    """One page of the toc: loads offline with no errors, math typeset, images, links."""
-    html_file = HTML_DIR / f"{docname}.html"
-    assert html_file.is_file(), f"{docname} is in _toc.yml but {html_file} was not built"
-
-    page, log = open_page(f"{docname}.html")
+def rendering_problems(page, origin: str) -> tuple[list[str], list[str]]:
+    """What is wrong with a loaded page of the built book (either edition): MathJax not
+    loaded, math not typeset or raw TeX in the text, images that did not load, internal
+    links that lead nowhere. Returns ``(problems, links)``, the links being every href."""
     problems: list[str] = []
-
     math = page.evaluate(MATH_STATUS_JS, MATHJAX_TIMEOUT_MS)
     if math["count"] and not math["loaded"]:
         problems.append(f"{math['count']} math elements but MathJax did not load")
@@ -118,6 +114,17 @@ def test_page_renders_offline_and_completely(docname, open_page, origin):
         reason = broken_internal_link(href, origin, HTML_DIR)
         if reason:
             problems.append(f"broken internal link: {reason}")
+    return problems, links
+
+
+@pytest.mark.parametrize("docname", toc_docnames())
+def test_page_renders_offline_and_completely(docname, open_page, origin):
+    """One page of the toc: loads offline with no errors, math typeset, images, links."""
+    html_file = HTML_DIR / f"{docname}.html"
+    assert html_file.is_file(), f"{docname} is in _toc.yml but {html_file} was not built"
+
+    page, log = open_page(f"{docname}.html")
+    problems, links = rendering_problems(page, origin)
 
     if is_notebook(docname):
         downloads = [h for h in links if h.split("#")[0].endswith(".ipynb")]

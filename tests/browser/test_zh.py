@@ -26,20 +26,12 @@ from layernorm_tutorial.book_i18n import catalogs
 
 from .conftest import (
     HTML_DIR,
-    MATHJAX_TIMEOUT_MS,
     REPO_ROOT,
     SCREENSHOT_DIR,
-    broken_internal_link,
     landing_docname,
     toc_docnames,
 )
-from .test_browser import (
-    BROKEN_IMAGES_JS,
-    LINKS_JS,
-    MATH_STATUS_JS,
-    PROSE_TEXT_JS,
-    _raw_tex_snippets,
-)
+from .test_browser import rendering_problems
 
 pytestmark = pytest.mark.browser
 
@@ -79,20 +71,8 @@ def test_chinese_page_renders_offline_and_completely(docname, built_zh, open_pag
     if lang != "zh-CN":
         problems.append(f"<html lang={lang!r}>, expected 'zh-CN'")
 
-    math = page.evaluate(MATH_STATUS_JS, MATHJAX_TIMEOUT_MS)
-    if math["count"] and not math["loaded"]:
-        problems.append(f"{math['count']} math elements but MathJax did not load")
-    problems += [f"math not typeset: {tex!r}" for tex in math["untypeset"]]
-    problems += [f"raw TeX in text: {s}" for s in _raw_tex_snippets(page.evaluate(PROSE_TEXT_JS))]
-
-    images = page.evaluate(BROKEN_IMAGES_JS)
-    problems += [f"image did not load: {src}" for src in images["broken"]]
-
-    links = page.evaluate(LINKS_JS)
-    for href in sorted(set(links)):
-        reason = broken_internal_link(href, origin, HTML_DIR)
-        if reason:
-            problems.append(f"broken internal link: {reason}")
+    rendering, _ = rendering_problems(page, origin)
+    problems += rendering
 
     english = f"{origin}/{docname}.html"
     switch = page.locator("a.language-switch")
