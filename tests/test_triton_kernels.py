@@ -279,3 +279,43 @@ def test_compile_only_flag_conflicts_with_the_interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     with pytest.raises(RuntimeError, match="unset TRITON_INTERPRET"):
         arrange_backend()
+
+
+
+@pytest.mark.parametrize("upstream_has_graph", [True, False])
+def test_gradient_penalty_matches_torch(upstream_has_graph):
+    # Issue 24 item 1: a gradient penalty (create_graph=True, then a backward through x.grad)
+    # through the Triton op silently dropped the second-order term (error 26.8 vs torch).
+    x, w, b, _ = _make((3, 17), (17,), torch.float32, seed=12)
+
+    def penalised_grads(fn, dtype):
+        leaves = [t.detach().to(dtype).requires_grad_() for t in (x, w, b)]
+        y = fn(leaves[0], (17,), leaves[1], leaves[2])
+        loss = (y * y).sum() if upstream_has_graph else (y * y.detach().cos()).sum()
+        (gx,) = torch.autograd.grad(loss, leaves[0], create_graph=True)
+        return torch.autograd.grad(loss + gx.pow(2).sum(), leaves)
+
+    ours = penalised_grads(layer_norm, torch.float32)
+    ref = penalised_grads(torch.nn.functional.layer_norm, torch.float64)
+    for g, r, name in zip(ours, ref, ("dx", "dweight", "dbias"), strict=True):
+        assert g.dtype == torch.float32
+        torch.testing.assert_close(g.double(), r, rtol=1e-4, atol=1e-4, msg=name)
+
+
+def test_double_backward_path_passes_gradcheck_in_float64():
+    # The graph-carrying backward (used when create_graph=True) is differentiated by autograd:
+    # its own derivatives (the LayerNorm's second derivatives) checked in float64, and its
+    # values equal torch's first-order gradients.
+    from layernorm_tutorial.triton_kernels.ops import differentiable_backward
+
+    g = torch.Generator().manual_seed(14)
+    dy, x = (torch.randn(3, 7, generator=g, dtype=torch.float64, requires_grad=True)
+             for _ in range(2))
+    w = torch.randn(7, generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda *a: differentiable_backward(*a, 1e-5), (dy, x, w))
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    br = torch.zeros(7, dtype=torch.float64, requires_grad=True)
+    ref = torch.autograd.grad(torch.nn.functional.layer_norm(xr, (7,), wr, br), (xr, wr, br),
+                              dy.detach())
+    for a, r in zip(differentiable_backward(dy, x, w, 1e-5), ref, strict=True):
+        torch.testing.assert_close(a, r)

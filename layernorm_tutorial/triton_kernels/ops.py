@@ -13,7 +13,9 @@ from collections.abc import Sequence
 import torch
 import triton
 
-from .._validation import check_layer_norm_args
+from .._validation import check_layer_norm_args, compute_dtype
+from ..autograd import normalization_backward
+from ..functional import standardize
 from .kernels import layer_norm_bwd_kernel, layer_norm_fwd_kernel, sum_rows_kernel
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -150,8 +152,34 @@ def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Ten
     return dx, dweight, dbias
 
 
+def differentiable_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
+                            eps: float):
+    """LayerNorm gradients ``(dx, dweight, dbias)`` for rows (M, N) in differentiable torch ops.
+
+    The same formulas as the backward kernel (xhat = (x - mean) * rstd, wdy = w * dy,
+    dx = (wdy - xhat * mean(xhat * wdy) - mean(wdy)) * rstd, dweight = sum_rows(dy * xhat),
+    dbias = sum_rows(dy)), in float32 for 16-bit inputs, with mean and rstd recomputed from
+    ``x2d`` so that autograd can differentiate the gradients again. ``dx`` has the input's
+    dtype, ``dweight`` the weight's (None without a weight), ``dbias`` float32 or wider.
+    """
+    ct = compute_dtype(x2d.dtype)
+    cache = standardize(x2d.to(ct), (1,), eps)
+    g = dy2d.to(ct)
+    w = weight.to(ct) if weight is not None else None
+    dx = normalization_backward(g, cache.norm, cache.rstd, w, (1,)).to(x2d.dtype)
+    dweight = (g * cache.norm).sum(0).to(weight.dtype) if weight is not None else None
+    return dx, dweight, g.sum(0)
+
+
 class TritonLayerNormFunction(torch.autograd.Function):
-    """LayerNorm over the trailing ``normalized_shape`` with Triton forward and backward."""
+    """LayerNorm over the trailing ``normalized_shape`` with Triton forward and backward.
+
+    Twice differentiable. A plain backward runs the Triton backward kernel, whose outputs
+    carry no graph. When the backward itself is being differentiated (``create_graph=True``:
+    gradient penalties, Hessian-vector products; grad mode is then on inside ``backward``)
+    the gradients are computed instead by ``differentiable_backward`` in torch ops, which
+    recompute the statistics from the saved input so that the second-order terms reach it.
+    """
 
     @staticmethod
     def forward(ctx, x, normalized_shape, weight, bias, eps):
@@ -161,17 +189,29 @@ class TritonLayerNormFunction(torch.autograd.Function):
         w = weight.reshape(n).contiguous() if weight is not None else None
         b = bias.reshape(n).contiguous() if bias is not None else None
         y, mean, rstd = layer_norm_forward(x2d, w, b, eps)
-        ctx.save_for_backward(x2d, w, mean, rstd)
+        # The inputs themselves are saved (not the views made here without a graph), so that
+        # a differentiable backward reaches them.
+        ctx.save_for_backward(x, weight, mean, rstd)
         ctx.x_shape, ctx.has_bias = x.shape, bias is not None
         ctx.bias_dtype = bias.dtype if bias is not None else None
         ctx.param_shape = tuple(normalized_shape)
+        ctx.eps = eps
         return y.view(x.shape)
 
     @staticmethod
     def backward(ctx, dy):
-        x2d, w, mean, rstd = ctx.saved_tensors
-        m, n = x2d.shape
+        x, weight, mean, rstd = ctx.saved_tensors
+        n = math.prod(ctx.param_shape)
+        m = x.numel() // n if n else 0
+        x2d = _rows_view(x, m, n)
+        w = weight.reshape(n).contiguous() if weight is not None else None
         need_dx, _, need_dw, need_db, _ = ctx.needs_input_grad
+        if torch.is_grad_enabled():  # create_graph=True: gradients with a graph
+            dx, dw, db = differentiable_backward(_rows_view(dy, m, n), x2d, w, ctx.eps)
+            return (dx.view(ctx.x_shape) if need_dx else None, None,
+                    dw.view(ctx.param_shape) if need_dw and w is not None else None,
+                    db.to(ctx.bias_dtype).view(ctx.param_shape)
+                    if need_db and ctx.has_bias else None, None)
         dx, dw, db = layer_norm_backward(
             _rows_view(dy, m, n), x2d, w, mean, rstd,
             compute_dw=need_dw, compute_db=need_db and ctx.has_bias, bias_dtype=ctx.bias_dtype)
