@@ -164,3 +164,40 @@ def test_stored_table_is_found_from_any_working_directory(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     assert resources.STORED_TABLE == STORED
     assert resources.load_table() == resources.load_table(STORED)
+
+
+def _run_aot_cli(*args):
+    import subprocess
+    import sys
+
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "layernorm_tutorial.triton_kernels.aot",
+                             *args], capture_output=True, text=True, timeout=120)
+    return result, time.perf_counter() - start
+
+
+@pytest.mark.parametrize("case", ["folder with --force", "unwritable", "existing file"])
+def test_aot_cli_checks_the_output_path_before_compiling(tmp_path, case):
+    # Issue 24 item 6: a bad --out used to fail only after minutes of compilation.
+    if case == "folder with --force":
+        args, expected = ["--out", str(tmp_path), "--force"], "is a folder"
+    elif case == "unwritable":
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        target = locked / "table.json"
+        import os
+        if os.access(locked, os.W_OK):  # root can write anywhere: use a path under a file
+            (tmp_path / "file").write_text("")
+            target = tmp_path / "file" / "table.json"
+        args, expected = ["--out", str(target)], "--out"
+    else:
+        (tmp_path / "t.json").write_text("{}")
+        args, expected = ["--out", str(tmp_path / "t.json")], "pass --force"
+    result, seconds = _run_aot_cli(*args)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]  # argparse: usage, then one error line
+    assert last.startswith("python -m layernorm_tutorial.triton_kernels.aot: error: --out")
+    assert expected in last and "Traceback" not in result.stderr
+    assert seconds < 30, f"took {seconds:.0f} s: the path must be checked before compiling"
+    if case == "existing file":
+        assert (tmp_path / "t.json").read_text() == "{}"

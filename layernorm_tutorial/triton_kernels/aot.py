@@ -41,6 +41,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._cli import OutputPathError, check_output_path, write_text_atomically
 from . import INTERPRETED, ops
 from ._interpreter import COMPILE_ONLY_FLAG
 
@@ -346,21 +347,23 @@ def versions() -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """Compile the full grid and write the table; the output path is checked before any
+    compilation (the shared ``_cli`` rule: a folder, an existing file without ``--force``, or
+    a place that cannot be written ends the command in one line, within seconds)."""
+    parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.triton_kernels.aot",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="JSON file to write the table to")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        parser.error(f"{out} exists: pass --force to replace it")
-    if not out.parent.is_dir():
-        parser.error(f"{out.parent} is not a directory")
+    try:
+        out = check_output_path(args.out, force=args.force)
+    except OutputPathError as err:
+        parser.error(str(err))
     rows = compile_in_subprocess(full_grid())
-    out.write_text(json.dumps(dict(
+    write_text_atomically(out, json.dumps(dict(
         command="python -m layernorm_tutorial.triton_kernels.aot --out " + args.out,
         versions=versions(), rows=rows), indent=1) + "\n")
     print(f"wrote {len(rows)} compiled configurations to {out}")
-
 
 if __name__ == "__main__":
     main()
