@@ -86,10 +86,22 @@ def verify_batch_size(size: Sequence[int]) -> None:
     values = size[0]
     for d in size[2:]:
         values *= d
-    if values == 1:
-        raise ValueError(
-            f"Expected more than 1 value per channel when training, got input size {list(size)}"
-        )
+    verify_values_per_channel(values, size)
+
+
+def verify_values_per_channel(values: int, size: Sequence[int], world_size: int = 1) -> None:
+    """Torch's ValueError when the training statistics of a channel rest on one value.
+
+    ``values`` is the number of values behind each channel's statistics (summed over all
+    ranks for synchronized batch norm), ``size`` this process's input size, ``world_size``
+    the number of ranks that contributed (named in the message when more than one)."""
+    if values != 1:
+        return
+    where = f" (1 value per channel across all {world_size} ranks)" if world_size > 1 else ""
+    raise ValueError(
+        f"Expected more than 1 value per channel when training, got input size "
+        f"{list(size)}{where}"
+    )
 
 
 def verify_spatial_size(size: Sequence[int]) -> None:

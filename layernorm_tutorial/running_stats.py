@@ -66,8 +66,14 @@ def update_running_stats(running_mean, running_var, batch_mean, batch_var, count
     bessel = count / (count - 1)                                    # M / (M - 1)
     with torch.no_grad():
         if running_mean is not None:
-            mean = batch_mean.detach().reshape(-1).to(running_mean.dtype)       # (C,)
-            running_mean.mul_(1 - m).add_(mean, alpha=m)
+            _blend_(running_mean, batch_mean.detach().reshape(-1), m)            # (C,)
         if running_var is not None:
-            unbiased = (batch_var.detach().reshape(-1) * bessel).to(running_var.dtype)  # (C,)
-            running_var.mul_(1 - m).add_(unbiased, alpha=m)
+            _blend_(running_var, batch_var.detach().reshape(-1) * bessel, m)     # (C,)
+
+
+def _blend_(running: torch.Tensor, batch: torch.Tensor, m: float) -> None:
+    """running <- (1 - m) running + m batch, computed in fp32 for fp16/bf16 buffers and
+    rounded once into the buffer's dtype (as torch's batch norm does)."""
+    acc = torch.float32 if running.dtype in (torch.float16, torch.bfloat16) else running.dtype
+    blended = running.to(acc) * (1 - m) + batch.to(acc) * m
+    running.copy_(blended)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-__all__ = ["CommunicationLog", "all_reduce_sum", "count_communication", "is_distributed"]
+__all__ = ["CommunicationLog", "all_reduce_sum", "count_communication", "is_distributed",
+           "world_size"]
 
 
 @dataclass
@@ -59,6 +60,11 @@ def count_communication():
 def is_distributed() -> bool:
     """True when a torch.distributed process group is initialized in this process."""
     return dist.is_available() and dist.is_initialized()
+
+
+def world_size(group=None) -> int:
+    """Number of ranks in ``group`` (the default group if None); 1 without a process group."""
+    return dist.get_world_size(group) if is_distributed() else 1
 
 
 def all_reduce_sum(tensor: torch.Tensor, tag: str, group=None) -> torch.Tensor:

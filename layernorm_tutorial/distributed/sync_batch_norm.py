@@ -13,9 +13,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._validation import as_eps, check_batch_norm_eps
+from .._validation import as_eps, check_batch_norm_eps, compute_dtype, verify_values_per_channel
 from ..running_stats import update_running_stats
-from .communication import all_reduce_sum
+from .communication import all_reduce_sum, world_size
 
 __all__ = ["SyncBatchNorm", "SyncBatchNormFunction", "sync_batch_norm"]
 
@@ -38,47 +38,65 @@ class SyncBatchNormFunction(torch.autograd.Function):
     dweight = sum(dy * xhat) and dbias = sum(dy) stay local: data-parallel training averages
     them with the other parameter gradients. Returns (y, mean, var, count) with the last
     three non-differentiable (for the running statistics; count is M, summed over ranks).
+
+    fp16/bf16 inputs are accumulated in fp32 (sums, the all-reduced buffers, xhat and the
+    gradient sums): a half-precision sum of squares overflows (65504) after a few thousand
+    rows of std 4. ``y`` and ``dx`` come back in the input's dtype, the parameter gradients
+    in the parameters' dtypes, ``mean``, ``var`` and ``count`` in the accumulation dtype.
+    Raises torch's ValueError when M = 1 (one value per channel across all ranks): every
+    rank sees the same M after the first all-reduce, so all of them raise together.
     """
 
     @staticmethod
     def forward(ctx, x, weight, bias, eps, group):
         dims = tuple(d for d in range(x.dim()) if d != 1)
+        acc = compute_dtype(x.dtype)
+        xa = x.to(acc)
         local_count = x.numel() // x.shape[1]
-        first = torch.cat([x.sum(dim=dims), x.new_tensor([float(local_count)])])
+        first = torch.cat([xa.sum(dim=dims), xa.new_tensor([float(local_count)])])
         all_reduce_sum(first, "sync_bn forward: sum and count", group)
         total = first[-1]
+        verify_values_per_channel(int(total.item()), x.shape, world_size(group))
         mean = first[:-1] / total
-        centered = x - _channel_view(mean, x.dim())
+        centered = xa - _channel_view(mean, x.dim())
         second = (centered * centered).sum(dim=dims)
         all_reduce_sum(second, "sync_bn forward: sum of squares", group)
         var = second / total
         invstd = torch.rsqrt(var + eps)
         xhat = centered * _channel_view(invstd, x.dim())
-        y = xhat
-        if weight is not None:
-            y = y * _channel_view(weight, x.dim())
-        if bias is not None:
-            y = y + _channel_view(bias, x.dim())
+        y = _affine(xhat, weight, bias)
         ctx.save_for_backward(xhat, invstd, weight, total)
         ctx.group = group
-        ctx.has_bias = bias is not None
+        ctx.input_dtype = x.dtype
+        ctx.bias_dtype = None if bias is None else bias.dtype
         ctx.mark_non_differentiable(mean, var, total)
-        return y, mean, var, total
+        return y.to(x.dtype), mean, var, total
 
     @staticmethod
     def backward(ctx, dy, _dmean, _dvar, _dcount):
         xhat, invstd, weight, total = ctx.saved_tensors
         dims = tuple(d for d in range(dy.dim()) if d != 1)
-        g = dy if weight is None else dy * _channel_view(weight, dy.dim())
+        dy = dy.to(xhat.dtype)
+        g = dy if weight is None else dy * _channel_view(weight.to(xhat.dtype), dy.dim())
         sums = torch.cat([g.sum(dim=dims), (g * xhat).sum(dim=dims)])
         all_reduce_sum(sums, "sync_bn backward: gradient sums", ctx.group)
         c = dy.shape[1]
         mean_g = _channel_view(sums[:c] / total, dy.dim())
         mean_gx = _channel_view(sums[c:] / total, dy.dim())
         dx = (g - mean_g - xhat * mean_gx) * _channel_view(invstd, dy.dim())
-        dweight = (dy * xhat).sum(dim=dims) if weight is not None else None
-        dbias = dy.sum(dim=dims) if ctx.has_bias else None
-        return dx, dweight, dbias, None, None
+        dweight = None if weight is None else (dy * xhat).sum(dim=dims).to(weight.dtype)
+        dbias = None if ctx.bias_dtype is None else dy.sum(dim=dims).to(ctx.bias_dtype)
+        return dx.to(ctx.input_dtype), dweight, dbias, None, None
+
+
+def _affine(xhat: torch.Tensor, weight, bias) -> torch.Tensor:
+    """weight * xhat + bias per channel, in xhat's dtype (either parameter may be None)."""
+    y = xhat
+    if weight is not None:
+        y = y * _channel_view(weight.to(xhat.dtype), xhat.dim())
+    if bias is not None:
+        y = y + _channel_view(bias.to(xhat.dtype), xhat.dim())
+    return y
 
 
 def sync_batch_norm(x, running_mean, running_var, weight=None, bias=None, training=True,
@@ -91,7 +109,11 @@ def sync_batch_norm(x, running_mean, running_var, weight=None, bias=None, traini
     variance var * M / (M - 1) of the global count M; ``momentum=None`` is the cumulative
     average and needs ``num_batches_tracked``, counting this batch). Evaluation: use the
     running statistics (no communication). ``eps`` must be positive in training and
-    non-negative in evaluation, as in torch (ValueError otherwise).
+    non-negative in evaluation, as in torch (ValueError otherwise); training needs more than
+    one value per channel across all ranks (torch's ValueError otherwise).
+
+    fp16/bf16 inputs are computed in fp32 and the output has the input's dtype, as torch's
+    batch norm; the running statistics keep their own dtype.
     """
     if not isinstance(x, torch.Tensor) or x.dim() < 2:
         raise ValueError(f"x must be a tensor of shape (N, C, ...), got "
@@ -101,13 +123,11 @@ def sync_batch_norm(x, running_mean, running_var, weight=None, bias=None, traini
     if not training:
         if running_mean is None or running_var is None:
             raise ValueError("evaluation mode needs running_mean and running_var")
-        invstd = torch.rsqrt(running_var + eps)
-        y = (x - _channel_view(running_mean, x.dim())) * _channel_view(invstd, x.dim())
-        if weight is not None:
-            y = y * _channel_view(weight, x.dim())
-        if bias is not None:
-            y = y + _channel_view(bias, x.dim())
-        return y
+        acc = compute_dtype(x.dtype)
+        invstd = torch.rsqrt(running_var.to(acc) + eps)
+        xhat = (x.to(acc) - _channel_view(running_mean.to(acc), x.dim())) \
+            * _channel_view(invstd, x.dim())
+        return _affine(xhat, weight, bias).to(x.dtype)
     y, mean, var, count = SyncBatchNormFunction.apply(x, weight, bias, eps, group)
     # count: all ranks' values per channel together (shards may differ in size)
     update_running_stats(running_mean, running_var, mean, var, int(count), momentum,
