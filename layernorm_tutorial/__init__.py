@@ -1,17 +1,22 @@
 """layernorm_tutorial: Layer Normalization and its family, built from elementary tensor ops.
 
-Modules
--------
-functional     stateless forward functions with torch.nn.functional signatures, built on one
-               forward core (``standardize`` / ``layer_norm_forward``)
-running_stats  the batch-norm running-statistics update (Bessel, momentum=None)
-autograd       LayerNorm / BatchNorm as autograd.Functions with hand-derived backward passes
-numpy_ref      NumPy forward/backward reference in the ``(out, cache)`` style
-nn             thin nn.Module wrappers with torch's constructor arguments and state_dict keys
-plots          figure helpers used by the book (each returns a matplotlib Figure)
+The package has three rooms:
 
-The Triton kernel lives in ``layernorm_tutorial.triton_kernels`` and is not imported here,
-because importing it may switch Triton to its CPU interpreter.
+the library (this top level)
+    what a reader imports and trusts. ``functional`` (stateless forward functions with
+    torch.nn.functional signatures), ``autograd`` (hand-derived backward passes), ``nn``
+    (thin modules with torch's arguments and state_dict keys), ``numpy_ref`` (the NumPy
+    ``(out, cache)`` reference), ``running_stats``, ``weight_norm``, ``variance_algorithms``,
+    ``axes``, ``distributed`` (synchronized batch norm), ``triton_kernels`` (the fused kernel),
+    ``bench`` and ``roofline`` (measuring it). The library imports nothing from the other rooms.
+:mod:`layernorm_tutorial.lab`
+    the experiments, figures and exercise checkers behind the chapters, one subpackage per
+    chapter. It imports the library, never publishing.
+:mod:`layernorm_tutorial.publishing`
+    the tools that build the book, its Chinese edition and the flashcard deck.
+
+``triton_kernels`` is not imported here, because importing it may switch Triton to its CPU
+interpreter.
 """
 
 from . import autograd, functional, nn, numpy_ref, running_stats

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from layernorm_tutorial.block_trace import call_order
-from layernorm_tutorial.transformer import TransformerEncoderBlock
+from layernorm_tutorial.lab.common.transformer import TransformerEncoderBlock
+from layernorm_tutorial.lab.residual.block_trace import call_order
 
 KINDS = (nn.LayerNorm, nn.MultiheadAttention, nn.Linear)
 

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from layernorm_tutorial import distributed as D
+from layernorm_tutorial.lab.ln_vs_bn import distributed_training as experiment
 
 # ---- workers (run inside the worker processes) ---------------------------------------------
 
@@ -175,10 +176,10 @@ def test_build_model_keeps_the_callers_random_state():
     torch.manual_seed(123)
     expected = torch.rand(4)
     torch.manual_seed(123)
-    first = D.build_model("sync_bn", D.DEFAULT_CONFIG)
+    first = experiment.build_model("sync_bn", experiment.DEFAULT_CONFIG)
     torch.testing.assert_close(torch.rand(4), expected)  # the reader's stream is untouched
     torch.manual_seed(7)
-    second = D.build_model("sync_bn", D.DEFAULT_CONFIG)
+    second = experiment.build_model("sync_bn", experiment.DEFAULT_CONFIG)
     for key, value in first.state_dict().items():  # and the weights depend on config only
         torch.testing.assert_close(second.state_dict()[key], value)
 
@@ -187,12 +188,11 @@ def test_public_names_and_module_sizes():
     import layernorm_tutorial.distributed as package
 
     for name in ("SyncBatchNormFunction", "SyncBatchNorm", "sync_batch_norm",
-                 "count_communication", "run_on_ranks", "DistributedRunError",
-                 "data_parallel_experiment", "full_batch_training", "VARIANTS"):
+                 "count_communication", "run_on_ranks", "DistributedRunError"):
         assert name in package.__all__ and hasattr(package, name)
     folder = Path(package.__file__).parent
     sizes = {p.name: len(p.read_text().splitlines()) for p in folder.glob("*.py")}
-    assert {"sync_batch_norm.py", "launcher.py", "experiment.py"} <= set(sizes)
+    assert {"sync_batch_norm.py", "launcher.py", "communication.py"} <= set(sizes)
     assert max(sizes.values()) <= 400, sizes
 
 
@@ -268,9 +268,10 @@ def test_a_script_without_main_guard_gets_a_hint(tmp_path):
     script = tmp_path / "no_guard.py"
     script.write_text(textwrap.dedent("""\
         from layernorm_tutorial import distributed
+        from layernorm_tutorial.lab.ln_vs_bn import distributed_training
 
         try:
-            distributed.run_on_ranks(distributed.data_parallel_experiment, 2, timeout=60)
+            distributed.run_on_ranks(distributed_training.data_parallel_experiment, 2, timeout=60)
         except distributed.DistributedRunError as err:
             print(err)
     """))
@@ -291,9 +292,9 @@ def test_timeout_stops_every_process():
 
 def test_data_parallel_experiment_sync_bn_and_ln_match_full_batch_per_rank_bn_does_not():
     config = {"steps": 3}
-    results = D.run_on_ranks(D.data_parallel_experiment, 2, (config,), timeout=60)
-    for variant in D.VARIANTS:
-        reference = D.full_batch_training(variant, config)["state_dict"]
+    results = D.run_on_ranks(experiment.data_parallel_experiment, 2, (config,), timeout=60)
+    for variant in experiment.VARIANTS:
+        reference = experiment.full_batch_training(variant, config)["state_dict"]
         worst = max(float((r[variant]["state_dict"][k] - v).abs().max())
                     for r in results for k, v in reference.items() if v.is_floating_point())
         if variant == "per_rank_bn":

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from layernorm_tutorial import numpy_ref
-from layernorm_tutorial.exercises import batch_norm as bn_drill
-from layernorm_tutorial.exercises import group_norm as gn_drill
-from layernorm_tutorial.exercises import layer_norm as ln_drill
+from layernorm_tutorial.lab.ln_vs_bn import exercises as bn_drill
+from layernorm_tutorial.lab.norm_family import group_norm_exercises as gn_drill
+from layernorm_tutorial.lab.principles import exercises as ln_drill
 
 RNG = np.random.default_rng(0)
 

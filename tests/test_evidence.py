@@ -16,18 +16,18 @@ import torch
 import torch.nn.functional as F
 
 from layernorm_tutorial import nn as lnn
-from layernorm_tutorial.evidence import __main__ as evidence_cli
-from layernorm_tutorial.evidence import analysis, experiments, results
-from layernorm_tutorial.evidence.data import as_model_input, load_evidence_data
-from layernorm_tutorial.evidence.models import CNN, MLP, NORMS, ChannelLayerNorm, build_model
-from layernorm_tutorial.evidence.runner import (
+from layernorm_tutorial.lab.evidence import __main__ as evidence_cli
+from layernorm_tutorial.lab.evidence import analysis, experiments, results
+from layernorm_tutorial.lab.evidence.data import as_model_input, load_evidence_data
+from layernorm_tutorial.lab.evidence.models import CNN, MLP, NORMS, ChannelLayerNorm, build_model
+from layernorm_tutorial.lab.evidence.runner import (
     RunSpec,
     evaluate,
     recalibrate_batch_norm,
     train_model,
     train_run,
 )
-from layernorm_tutorial.evidence.synthetic import synthetic_results
+from layernorm_tutorial.lab.evidence.synthetic import synthetic_results
 
 RESULTS_FILE = Path(__file__).resolve().parents[1] / "book" / "data" / "evidence_results.json"
 
@@ -228,7 +228,7 @@ def test_results_file_round_trip_and_validation(tiny_document, tmp_path):
         results.validate_results(broken)
     with pytest.raises(ValueError, match="lacks the key"):
         results.validate_results({k: v for k, v in doc.items() if k != "seeds"})
-    with pytest.raises(FileNotFoundError, match="python -m layernorm_tutorial.evidence"):
+    with pytest.raises(FileNotFoundError, match="python -m layernorm_tutorial.lab.evidence"):
         results.load_results(tmp_path / "missing.json")
 
 
@@ -283,7 +283,7 @@ def test_verdicts_follow_the_numbers():
 def test_committed_results_file_is_complete():
     assert RESULTS_FILE.exists(), (
         f"{RESULTS_FILE} is missing: the evidence chapter renders it; restore it from git or "
-        "run python -m layernorm_tutorial.evidence")
+        "run python -m layernorm_tutorial.lab.evidence")
     doc = results.load_results(RESULTS_FILE)
     assert RESULTS_FILE.stat().st_size < 200_000
     names = {e["name"] for e in doc["config"]["experiments"]}
@@ -384,7 +384,7 @@ def test_command_line_fails_within_seconds_on_an_unwritable_out(tmp_path):
     blocker.write_text("")
     target = blocker / "x.json"
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "layernorm_tutorial.evidence", "--out",
+    done = subprocess.run([sys.executable, "-m", "layernorm_tutorial.lab.evidence", "--out",
                            str(target), "--workers", "1"], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 2, done.stderr

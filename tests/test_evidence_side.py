@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from layernorm_tutorial.evidence import bn_init, combinations, side_experiments
-from layernorm_tutorial.evidence.data import load_evidence_data
-from layernorm_tutorial.evidence.loop import train_for_steps
-from layernorm_tutorial.evidence.results import TOLERANCE
+from layernorm_tutorial.lab.evidence import bn_init, combinations, side_experiments
+from layernorm_tutorial.lab.evidence.data import load_evidence_data
+from layernorm_tutorial.lab.evidence.loop import train_for_steps
+from layernorm_tutorial.lab.evidence.results import TOLERANCE
 
 
 @pytest.fixture(scope="module")
@@ -149,9 +149,9 @@ def test_cli_refuses_to_replace_a_file_without_force(tmp_path, capsys):
 
 
 def test_side_verdict_rows_classify_the_stored_numbers():
-    from layernorm_tutorial.evidence import analysis
-    from layernorm_tutorial.evidence.bn_init import InitScaleResult
-    from layernorm_tutorial.evidence.combinations import CombinationResult
+    from layernorm_tutorial.lab.evidence import analysis
+    from layernorm_tutorial.lab.evidence.bn_init import InitScaleResult
+    from layernorm_tutorial.lab.evidence.combinations import CombinationResult
 
     acc = np.zeros((2, 2, 3))
     acc[0] = [[0.1, 0.11, 0.12], [0.1, 0.1, 0.1]]            # none

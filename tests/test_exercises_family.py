@@ -3,9 +3,9 @@ reference solutions and diagnose typical mistakes."""
 
 import torch
 
-from layernorm_tutorial.exercises import batch_norm as bn_ex
-from layernorm_tutorial.exercises import group_norm as gn_ex
-from layernorm_tutorial.exercises import weight_norm as wn_ex
+from layernorm_tutorial.lab.ln_vs_bn import exercises as bn_ex
+from layernorm_tutorial.lab.norm_family import group_norm_exercises as gn_ex
+from layernorm_tutorial.lab.norm_family import weight_norm_exercises as wn_ex
 
 
 def test_reference_solutions_pass():

@@ -4,12 +4,15 @@ import numpy as np
 import pytest
 
 from layernorm_tutorial import numpy_ref
-from layernorm_tutorial.exercises.batch_norm import BatchNormWithRunningStats
-from layernorm_tutorial.exercises.batch_norm import (
+from layernorm_tutorial.lab.ln_vs_bn.exercises import BatchNormWithRunningStats
+from layernorm_tutorial.lab.ln_vs_bn.exercises import (
     check_running_statistics as check_batch_norm_running,
 )
-from layernorm_tutorial.exercises.group_norm import check_group_norm, group_norm_via_reshape
-from layernorm_tutorial.exercises.layer_norm import check_layer_norm as check_layer_norm_numpy
+from layernorm_tutorial.lab.norm_family.group_norm_exercises import (
+    check_group_norm,
+    group_norm_via_reshape,
+)
+from layernorm_tutorial.lab.principles.exercises import check_layer_norm as check_layer_norm_numpy
 
 
 # --------------------------------------------------------------------------- LayerNorm

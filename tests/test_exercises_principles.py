@@ -4,8 +4,8 @@ accept the reference solutions and diagnose the usual mistakes."""
 import numpy as np
 
 from layernorm_tutorial import numpy_ref
-from layernorm_tutorial.exercises.layer_norm import check_layer_norm
-from layernorm_tutorial.exercises.variance_algorithms import check_welford_update
+from layernorm_tutorial.lab.backward.exercises import check_welford_update
+from layernorm_tutorial.lab.principles.exercises import check_layer_norm
 from layernorm_tutorial.variance_algorithms import welford_update
 
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from layernorm_tutorial.exercises import residual as ex
+from layernorm_tutorial.lab.residual import exercises as ex
 
 
 def test_block_checker_accepts_references():
@@ -60,7 +60,7 @@ def test_variance_checker_accepts_reference_and_diagnoses():
 
 
 def test_reference_prediction_matches_a_measured_residual_stack():
-    from layernorm_tutorial import residual_experiments
+    from layernorm_tutorial.lab.residual import experiments as residual_experiments
     r = residual_experiments.residual_variance_by_depth(depth=8, width=64, batch_size=128,
                                                         architecture="residual")
     predicted = ex.predict_residual_variance_reference(r["variance"][0], r["branch_variance"])

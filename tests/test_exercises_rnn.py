@@ -2,8 +2,8 @@
 
 import torch
 
-from layernorm_tutorial import rnn
-from layernorm_tutorial.exercises import rnn as ex
+from layernorm_tutorial.lab.rnn import cells as rnn
+from layernorm_tutorial.lab.rnn import exercises as ex
 
 
 def test_ln_rnn_checker_accepts_reference():

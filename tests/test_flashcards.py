@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from layernorm_tutorial import flashcards
+from layernorm_tutorial.publishing import flashcards
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -140,22 +140,22 @@ def test_a_chapter_without_questions_is_an_error_naming_it(tmp_path):
 
 def test_cli_checks_the_output_path_before_work(tmp_path):
     missing = tmp_path / "no" / "such" / "folder" / "deck.apkg"
-    result = subprocess.run([sys.executable, "-m", "layernorm_tutorial.flashcards", "--out",
-                             str(missing)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-m", "layernorm_tutorial.publishing.flashcards",
+                             "--out", str(missing)], capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(missing.parent) in lines[0]
     assert not missing.exists()
-    wrong = subprocess.run([sys.executable, "-m", "layernorm_tutorial.flashcards", "--out",
-                            str(tmp_path / "deck.txt")], capture_output=True, text=True,
+    wrong = subprocess.run([sys.executable, "-m", "layernorm_tutorial.publishing.flashcards",
+                            "--out", str(tmp_path / "deck.txt")], capture_output=True, text=True,
                            timeout=120)
     assert wrong.returncode != 0 and ".apkg" in wrong.stderr
 
 
 def test_cli_writes_the_deck(tmp_path):
     out = tmp_path / "deck.apkg"
-    result = subprocess.run([sys.executable, "-m", "layernorm_tutorial.flashcards", "--out",
-                             str(out), "--lang", "zh"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "layernorm_tutorial.publishing.flashcards",
+                             "--out", str(out), "--lang", "zh"], capture_output=True, text=True,
                             timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert str(out) in result.stdout and zipfile.is_zipfile(out)
@@ -214,7 +214,7 @@ def test_chinese_cards_are_chinese_from_front_to_link(chinese_deck):
 
 def test_chinese_cards_show_the_chinese_editions_text(chinese_deck):
     """The short answer of a card is the catalog's translation of that paragraph."""
-    from layernorm_tutorial.book_i18n import catalogs
+    from layernorm_tutorial.publishing.book_i18n import catalogs
 
     po = ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "book" / "interview.po"
     translations = [e.msgstr for e in catalogs.entries(po) if e.msgstr.startswith("**简答**")]

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from layernorm_tutorial import book_build
-from layernorm_tutorial.book_i18n import catalogs, po_tool, sphinx_ext
+from layernorm_tutorial.publishing import book_build
+from layernorm_tutorial.publishing.book_i18n import catalogs, po_tool, sphinx_ext
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCALES = ROOT / "locales"
@@ -45,7 +45,8 @@ def _report(problems: list[str], limit: int = 25) -> str:
 
 def test_there_are_catalogs():
     assert CATALOGS, (
-        f"no .po files under {LOCALES}: run `python -m layernorm_tutorial.book_build update-po`"
+        f"no .po files under {LOCALES}: run "
+        "`python -m layernorm_tutorial.publishing.book_build update-po`"
     )
 
 
@@ -116,7 +117,8 @@ def extracted(tmp_path_factory) -> Path:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "layernorm_tutorial.book_build", "gettext", "--output", str(out)],
+        [sys.executable, "-m", "layernorm_tutorial.publishing.book_build", "gettext",
+         "--output", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, (
@@ -139,7 +141,8 @@ def test_catalogs_are_up_to_date_with_the_sources(extracted):
         problems += [f"{page}: obsolete message {m[:60]!r}" for m in sorted(catalog - source)]
     assert not problems, (
         "the catalogs are out of date with the sources: run "
-        "`python -m layernorm_tutorial.book_build update-po`, then translate. " + _report(problems)
+        "`python -m layernorm_tutorial.publishing.book_build update-po`, then translate. "
+        + _report(problems)
     )
 
 

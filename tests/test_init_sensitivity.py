@@ -7,8 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from layernorm_tutorial import init_sensitivity as isens
-from layernorm_tutorial.training import DigitsData, load_digits_split, make_mlp, train_classifier
+from layernorm_tutorial.lab.common.training import (
+    DigitsData,
+    load_digits_split,
+    make_mlp,
+    train_classifier,
+)
+from layernorm_tutorial.lab.principles import init_sensitivity as isens
 
 
 @pytest.fixture(scope="module")

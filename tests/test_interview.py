@@ -6,18 +6,15 @@ import pytest
 import torch
 import torch.nn.functional as TF
 
-from layernorm_tutorial import (
-    folding,
-    formatting,
-    residual_experiments,
-    rnn_experiments,
-    roofline,
-    variance_algorithms,
-)
-from layernorm_tutorial import per_sample_gradients as psg
-from layernorm_tutorial import sharded_batch_norm as sharded
-from layernorm_tutorial.exercises import batch_norm as bn_drill
-from layernorm_tutorial.exercises import group_norm as gn_drill
+from layernorm_tutorial import roofline, variance_algorithms
+from layernorm_tutorial.lab.common import formatting
+from layernorm_tutorial.lab.interview import folding
+from layernorm_tutorial.lab.interview import per_sample_gradients as psg
+from layernorm_tutorial.lab.interview import sharded_batch_norm as sharded
+from layernorm_tutorial.lab.ln_vs_bn import exercises as bn_drill
+from layernorm_tutorial.lab.norm_family import group_norm_exercises as gn_drill
+from layernorm_tutorial.lab.residual import experiments as residual_experiments
+from layernorm_tutorial.lab.rnn import experiments as rnn_experiments
 
 
 @pytest.fixture

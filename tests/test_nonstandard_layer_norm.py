@@ -1,11 +1,12 @@
-"""Tests for layernorm_tutorial.nonstandard_layer_norm: the tutorial-style (annotated) LayerNorm."""
+"""Tests for layernorm_tutorial.lab.backward.nonstandard_layer_norm: the tutorial-style (annotated)
+LayerNorm."""
 
 import math
 
 import pytest
 import torch
 
-from layernorm_tutorial.nonstandard_layer_norm import (
+from layernorm_tutorial.lab.backward.nonstandard_layer_norm import (
     AnnotatedLayerNorm,
     annotated_from_torch,
     annotated_layer_norm,

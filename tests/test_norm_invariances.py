@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from layernorm_tutorial import norm_invariances as ni
+from layernorm_tutorial.lab.norm_family import norm_invariances as ni
 
 F64 = torch.float64
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
-from layernorm_tutorial.evidence.synthetic import synthetic_results
-from layernorm_tutorial.plots import evidence as pe
+from layernorm_tutorial.lab.evidence import plots as pe
+from layernorm_tutorial.lab.evidence.synthetic import synthetic_results
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_lr_sweep_figure(doc):
 def test_gradients_at_init_figure():
     import numpy as np
 
-    from layernorm_tutorial.plots import evidence_side as ps
+    from layernorm_tutorial.lab.evidence import side_plots as ps
 
     grads = np.exp(np.random.default_rng(0).normal(size=(3, 2, 3, 5)))
     fig = ps.plot_gradients_at_init(grads, ("none", "bn", "ln"), (0.5, 2.0))
@@ -81,9 +81,9 @@ def test_gradients_at_init_figure():
 def test_init_scale_and_combination_figures():
     import numpy as np
 
-    from layernorm_tutorial.evidence.bn_init import InitScaleResult
-    from layernorm_tutorial.evidence.combinations import CombinationResult
-    from layernorm_tutorial.plots import evidence_side as ps
+    from layernorm_tutorial.lab.evidence import side_plots as ps
+    from layernorm_tutorial.lab.evidence.bn_init import InitScaleResult
+    from layernorm_tutorial.lab.evidence.combinations import CombinationResult
 
     acc = np.full((2, 3, 3), 0.9)
     fig = ps.plot_init_scale_accuracy(InitScaleResult(("none", "bn"), (0.5, 1.0, 2.0),

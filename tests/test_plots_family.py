@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from layernorm_tutorial.plots import family as pf
+from layernorm_tutorial.lab.norm_family import plots as pf
 
 
 @pytest.mark.parametrize("layout,zlabel", [("NCHW", "H·W"), ("BTC", "C")])

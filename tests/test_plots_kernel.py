@@ -3,7 +3,7 @@
 import pytest
 from matplotlib.figure import Figure
 
-from layernorm_tutorial.plots.kernel import plot_bandwidth, plot_roofline
+from layernorm_tutorial.lab.gpu_kernel.plots import plot_bandwidth, plot_roofline
 
 
 def test_roofline_has_roof_ridge_and_one_marker_per_point():

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from layernorm_tutorial.plots import principles as p
-from layernorm_tutorial.training import TrainingResult
+from layernorm_tutorial.lab.common.training import TrainingResult
+from layernorm_tutorial.lab.principles import plots as p
 
 
 def _labels(ax):
@@ -52,7 +52,7 @@ def test_loss_curves_with_seed_bands():
 
 
 def test_init_scale_sweep():
-    from layernorm_tutorial.init_sensitivity import InitScaleSweep
+    from layernorm_tutorial.lab.principles.init_sensitivity import InitScaleSweep
 
     acc = np.random.default_rng(0).uniform(0.1, 1.0, size=(2, 2, 3, 3))
     sweep = InitScaleSweep((0.5, 1.0, 2.0), (0.02, 0.1), (0, 1, 2), 15, acc, acc, acc < 0)

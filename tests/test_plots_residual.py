@@ -3,7 +3,7 @@
 import numpy as np
 from matplotlib.figure import Figure
 
-from layernorm_tutorial.plots import residual as plots
+from layernorm_tutorial.lab.residual import plots
 
 
 def _fake_variance_result(depth=5):

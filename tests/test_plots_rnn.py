@@ -3,7 +3,7 @@
 import numpy as np
 from matplotlib.figure import Figure
 
-from layernorm_tutorial.plots import rnn as plots
+from layernorm_tutorial.lab.rnn import plots
 
 
 def test_hidden_state_norms_one_panel_per_setting_and_log_axis():

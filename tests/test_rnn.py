@@ -1,13 +1,14 @@
-"""Tests for layernorm_tutorial.rnn: shapes, agreement with torch, gradients, invariances."""
+"""Tests for layernorm_tutorial.lab.rnn.cells: shapes, agreement with torch, gradients,
+invariances."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
 
-from layernorm_tutorial import per_step_batch_norm as psbn
-from layernorm_tutorial import rnn
-from layernorm_tutorial import rnn_experiments as experiments
+from layernorm_tutorial.lab.ln_vs_bn import per_step_batch_norm as psbn
+from layernorm_tutorial.lab.rnn import cells as rnn
+from layernorm_tutorial.lab.rnn import experiments
 
 KINDS = sorted(rnn.CELL_KINDS)
 

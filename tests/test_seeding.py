@@ -9,10 +9,12 @@ reproducible.
 import pytest
 import torch
 
-from layernorm_tutorial import residual_experiments, rnn_experiments, training
 from layernorm_tutorial._seeding import seeded
-from layernorm_tutorial.exercises import residual as residual_exercises
-from layernorm_tutorial.exercises import rnn as rnn_exercises
+from layernorm_tutorial.lab.common import training
+from layernorm_tutorial.lab.residual import exercises as residual_exercises
+from layernorm_tutorial.lab.residual import experiments as residual_experiments
+from layernorm_tutorial.lab.rnn import exercises as rnn_exercises
+from layernorm_tutorial.lab.rnn import experiments as rnn_experiments
 
 
 def _tiny_digit_sequences():

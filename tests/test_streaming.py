@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from layernorm_tutorial import streaming
-from layernorm_tutorial.training import DigitsData, load_digits_split
+from layernorm_tutorial.lab.common.training import DigitsData, load_digits_split
+from layernorm_tutorial.lab.ln_vs_bn import streaming
 
 
 def _tiny_data(n_train=60, n_test=30, seed=0):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from layernorm_tutorial.synthetic_cells import cell_type_profiles, synthetic_counts
+from layernorm_tutorial.lab.ln_vs_bn.synthetic_cells import cell_type_profiles, synthetic_counts
 
 
 def test_profiles_are_proportions_with_disjoint_markers():

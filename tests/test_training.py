@@ -1,10 +1,10 @@
-"""Tests for layernorm_tutorial.training (kept tiny: a few epochs of a shallow MLP)."""
+"""Tests for layernorm_tutorial.lab.common.training (kept tiny: a few epochs of a shallow MLP)."""
 
 import pytest
 import torch
 
 from layernorm_tutorial import nn as ltnn
-from layernorm_tutorial.training import (
+from layernorm_tutorial.lab.common.training import (
     compare_layer_norm,
     load_digits_split,
     make_mlp,

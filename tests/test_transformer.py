@@ -1,13 +1,14 @@
-"""Tests for layernorm_tutorial.transformer (equivalence with torch's encoder layer) and the
-residual chapter's experiments (layernorm_tutorial.residual_experiments)."""
+"""Tests for layernorm_tutorial.lab.common.transformer (equivalence with torch's encoder layer) and
+the
+residual chapter's experiments (layernorm_tutorial.lab.residual.experiments)."""
 
 import numpy as np
 import pytest
 import torch
 
 from layernorm_tutorial import nn as ln_nn
-from layernorm_tutorial import residual_experiments as experiments
-from layernorm_tutorial import transformer as tr
+from layernorm_tutorial.lab.common import transformer as tr
+from layernorm_tutorial.lab.residual import experiments
 
 D, NHEAD, FF = 8, 2, 16
 

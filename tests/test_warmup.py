@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from layernorm_tutorial import warmup
-from layernorm_tutorial.residual_experiments import reverse_task_batch
-from layernorm_tutorial.transformer import TokenTransformer
+from layernorm_tutorial.lab.common.transformer import TokenTransformer
+from layernorm_tutorial.lab.residual import warmup
+from layernorm_tutorial.lab.residual.experiments import reverse_task_batch
 
 SMALL = {"d_model": 8, "nhead": 2, "dim_feedforward": 16, "seq_len": 4, "vocab_size": 5,
          "batch_size": 8, "probe_size": 4}

@@ -1,4 +1,4 @@
-"""Data-parallel normalization: synchronized batch norm, a process launcher, the experiment.
+"""Data-parallel normalization: synchronized batch norm and a process launcher.
 
 In data-parallel training every process (rank) holds a copy of the model and a shard of the
 batch. Batch norm computed per rank uses only the shard's statistics; *synchronized* batch
@@ -15,26 +15,16 @@ ranks. One module per job:
 :mod:`.launcher`
     ``run_on_ranks``: run a module-level function in ``world_size`` gloo processes on
     127.0.0.1, with timeouts, process clean-up and the root cause of a failure first.
-:mod:`.experiment`
-    ``data_parallel_experiment`` / ``full_batch_training``: the chapter's experiment, the same
-    small network trained data-parallel with per-rank BN, synchronized BN and layer norm, and
-    its single-process full-batch counterpart.
+
+The ln_vs_bn chapter's data-parallel experiment (the same small network trained with per-rank
+BN, synchronized BN and layer norm) lives with the chapter, in
+:mod:`layernorm_tutorial.lab.ln_vs_bn.distributed_training`.
 """
 
 from .communication import CommunicationLog, all_reduce_sum, count_communication, is_distributed
-from .experiment import (
-    DEFAULT_CONFIG,
-    VARIANTS,
-    build_model,
-    data_parallel_experiment,
-    full_batch_training,
-    make_data,
-)
 from .launcher import DistributedRunError, find_free_port, run_on_ranks
 from .sync_batch_norm import SyncBatchNorm, SyncBatchNormFunction, sync_batch_norm
 
-__all__ = ["DEFAULT_CONFIG", "VARIANTS", "CommunicationLog", "DistributedRunError",
-           "SyncBatchNorm", "SyncBatchNormFunction", "all_reduce_sum", "build_model",
-           "count_communication", "data_parallel_experiment", "find_free_port",
-           "full_batch_training", "is_distributed", "make_data", "run_on_ranks",
-           "sync_batch_norm"]
+__all__ = ["CommunicationLog", "DistributedRunError", "SyncBatchNorm", "SyncBatchNormFunction",
+           "all_reduce_sum", "count_communication", "find_free_port", "is_distributed",
+           "run_on_ranks", "sync_batch_norm"]

@@ -2,17 +2,17 @@
 
 Commands (run from the repository root)::
 
-    python -m layernorm_tutorial.book_build [-W] [-n] [--keep-going]
+    python -m layernorm_tutorial.publishing.book_build [-W] [-n] [--keep-going]
         English HTML in _build/html/ (executes every notebook, filling the execution cache
         _build/.jupyter_cache), then Chinese HTML in _build/html/zh/ (translations from
         locales/zh_CN/LC_MESSAGES/*.po; notebook outputs come from that cache, so nothing
         is executed twice).
-    python -m layernorm_tutorial.book_build html --lang {en,zh} [-W] [-n] [--keep-going]
+    python -m layernorm_tutorial.publishing.book_build html --lang {en,zh} [-W] [-n] [--keep-going]
         One edition only.
-    python -m layernorm_tutorial.book_build gettext [--output DIR]
+    python -m layernorm_tutorial.publishing.book_build gettext [--output DIR]
         Extract the English messages into .pot files (default _build/gettext), with
         notebook execution off: markdown cells are read as they are stored.
-    python -m layernorm_tutorial.book_build update-po
+    python -m layernorm_tutorial.publishing.book_build update-po
         gettext, then ``sphinx-intl update``: new messages enter the .po catalogs empty,
         changed ones become fuzzy, deleted ones are dropped; then ``po_tool prefill``
         (messages without prose copied, interview titles swapped).
@@ -47,7 +47,7 @@ def repo_root() -> Path:
             return candidate
     raise FileNotFoundError(
         "no _config.yml and _toc.yml in the current directory or its parents: "
-        "run `python -m layernorm_tutorial.book_build` from the repository root"
+        "run `python -m layernorm_tutorial.publishing.book_build` from the repository root"
     )
 
 
@@ -58,7 +58,7 @@ def html_dir(build: Path, lang: str) -> Path:
 
 def write_search_dictionary(root: Path, build: Path) -> Path:
     """The glossary's Chinese terms as a jieba user dictionary in ``build``."""
-    from .book_i18n.catalogs import glossary_terms, search_dictionary
+    from layernorm_tutorial.publishing.book_i18n.catalogs import glossary_terms, search_dictionary
 
     path = build / "zh_search_terms.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,7 +91,7 @@ def translated_title_and_author(root: Path, lang: str) -> dict:
     left in every page of the translated edition."""
     import yaml
 
-    from .book_i18n import catalogs
+    from layernorm_tutorial.publishing.book_i18n import catalogs
 
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf8"))
     toc_root = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf8"))["root"]
@@ -189,13 +189,14 @@ def update_catalogs(root: Path) -> int:
         return status
     # Messages without prose are copied, the interview titles swapped (see po_tool).
     return subprocess.call(
-        [sys.executable, "-m", "layernorm_tutorial.book_i18n.po_tool", "prefill"], cwd=root
+        [sys.executable, "-m", "layernorm_tutorial.publishing.book_i18n.po_tool", "prefill"],
+        cwd=root
     )
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m layernorm_tutorial.book_build",
+        prog="python -m layernorm_tutorial.publishing.book_build",
         description="Build the English and Chinese editions of the book.",
     )
     parser.add_argument("command", nargs="?", default="all",

@@ -40,7 +40,7 @@ class Translations:
 
     def page(self, stem: str) -> dict[str, str]:
         if stem not in self._pages:
-            from .book_i18n.catalogs import entries
+            from layernorm_tutorial.publishing.book_i18n.catalogs import entries
 
             po = self.root / LOCALE_CATALOGS / "book" / f"{stem}.po"
             if not po.is_file():
@@ -56,7 +56,7 @@ class Translations:
         if translated is None:
             raise MissingTranslation(
                 f"{stem}.po has no translation of {key[:70]!r}: run `python -m "
-                "layernorm_tutorial.book_build update-po` and translate it")
+                "layernorm_tutorial.publishing.book_build update-po` and translate it")
         return translated
 
     def title_or_same(self, stem: str, text: str) -> str:

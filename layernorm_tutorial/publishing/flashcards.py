@@ -2,7 +2,8 @@ r"""An Anki deck of the interview questions, generated from the interview chapte
 
 ::
 
-    python -m layernorm_tutorial.flashcards --out layernorm_interview.apkg [--lang en|zh|both]
+    python -m layernorm_tutorial.publishing.flashcards --out layernorm_interview.apkg [--lang
+    en|zh|both]
 
 The notebooks are the single source: each question is a markdown cell of the form ::
 
@@ -23,10 +24,10 @@ and becomes one note: the front shows the English and/or Chinese title, the back
 answer, the full answer and a link to the question in the HTML book. ``--lang zh`` makes the
 whole card Chinese: the answer is the Chinese edition's text (the translation catalogs in
 ``locales/``) and the link goes to the Chinese page. Inline math ``$...$`` becomes ``\(...\)``
-and display math ``$$...$$`` becomes ``\[...\]``, the delimiters Anki's MathJax reads
-(see :mod:`layernorm_tutorial.flashcard_html`). Each note's GUID derives from the question's
-label and the deck and note-type ids are fixed, so importing an updated deck updates the cards
-instead of duplicating them.
+and display math ``$$...$$`` becomes ``\[...\]``, the delimiters Anki's MathJax
+reads (see :mod:`layernorm_tutorial.publishing.flashcard_html`). Each note's GUID derives
+from the question's label and the deck and note-type ids are fixed, so importing an updated
+deck updates the cards instead of duplicating them.
 """
 
 from __future__ import annotations
@@ -39,9 +40,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .flashcard_html import MissingTranslation, Renderer, Translations, citations
+from layernorm_tutorial.publishing.flashcard_html import (
+    MissingTranslation,
+    Renderer,
+    Translations,
+    citations,
+)
 
-BOOK_DIR = Path(__file__).resolve().parents[1] / "book"
+BOOK_DIR = Path(__file__).resolve().parents[2] / "book"
 CHAPTERS = ("interview", "interview_advanced")
 DECK_ID = 1_734_905_117  # fixed: re-importing updates the same deck
 MODEL_ID = 1_734_905_118  # fixed: the note type keeps its identity across versions
@@ -281,7 +287,7 @@ def check_writable(out: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m layernorm_tutorial.flashcards",
+        prog="python -m layernorm_tutorial.publishing.flashcards",
         description="Write an Anki deck (.apkg) of the book's interview questions.")
     parser.add_argument("--out", required=True, help="path of the .apkg file to write")
     parser.add_argument("--lang", choices=("en", "zh", "both"), default="both",

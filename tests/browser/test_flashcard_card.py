@@ -15,7 +15,7 @@ import zipfile
 
 import pytest
 
-from layernorm_tutorial import flashcards
+from layernorm_tutorial.publishing import flashcards
 
 from .conftest import MATHJAX_TIMEOUT_MS, SCREENSHOT_DIR
 

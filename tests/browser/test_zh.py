@@ -1,6 +1,7 @@
 """The Chinese edition (``_build/html/zh``) in headless Chromium, offline.
 
-Run after ``python -m layernorm_tutorial.book_build`` with ``pytest -m browser tests/browser``.
+Run after ``python -m layernorm_tutorial.publishing.book_build`` with
+``pytest -m browser tests/browser``.
 For every page of the table of contents, in Chinese:
 
 - no console errors, no failed or outside requests; math typeset by MathJax, no raw TeX;
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from layernorm_tutorial.book_i18n import catalogs
+from layernorm_tutorial.publishing.book_i18n import catalogs
 
 from .conftest import (
     HTML_DIR,
@@ -53,7 +54,7 @@ def built_zh(built_html: Path) -> Path:
     if not (ZH_HTML_DIR / "index.html").is_file():
         pytest.fail(
             f"No Chinese edition in {ZH_HTML_DIR}: build both editions with "
-            "`python -m layernorm_tutorial.book_build`.",
+            "`python -m layernorm_tutorial.publishing.book_build`.",
             pytrace=False,
         )
     return ZH_HTML_DIR

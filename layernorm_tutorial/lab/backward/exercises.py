@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checking import CheckResult
+from layernorm_tutorial.lab.common.checking import CheckResult
 
 __all__ = ["check_welford_update"]
 

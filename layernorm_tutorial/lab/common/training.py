@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._seeding import seeded
-from .nn import LayerNorm
+from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.nn import LayerNorm
 
 __all__ = [
     "DigitsData",

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as TF
 from torch import Tensor, nn
 
-from .nn import LayerNorm, RMSNorm
+from layernorm_tutorial.nn import LayerNorm, RMSNorm
 
 __all__ = [
     "MultiHeadSelfAttention",

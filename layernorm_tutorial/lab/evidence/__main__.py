@@ -1,4 +1,4 @@
-"""``python -m layernorm_tutorial.evidence``: run the full sweep and write the results file.
+"""``python -m layernorm_tutorial.lab.evidence``: run the full sweep and write the results file.
 
 Options:
 
@@ -20,9 +20,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from .._cli import OutputPathError, check_output_path, positive_int
-from .experiments import EXPERIMENTS, default_workers, run_sweep, tiny_experiments
-from .results import COMMITTED_PATH, build_results, save_results
+from layernorm_tutorial._cli import OutputPathError, check_output_path, positive_int
+from layernorm_tutorial.lab.evidence.experiments import (
+    EXPERIMENTS,
+    default_workers,
+    run_sweep,
+    tiny_experiments,
+)
+from layernorm_tutorial.lab.evidence.results import COMMITTED_PATH, build_results, save_results
 
 TINY_PATH = Path(tempfile.gettempdir()) / "layernorm_tutorial" / "evidence_results_tiny.json"
 
@@ -32,7 +37,7 @@ def _is_committed_file(path: Path) -> bool:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.evidence",
+    parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.lab.evidence",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None,
                         help=f"results JSON path (default: {COMMITTED_PATH}; with --tiny: "

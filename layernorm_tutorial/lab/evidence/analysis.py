@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .results import find_runs
+from layernorm_tutorial.lab.evidence.results import find_runs
 
 __all__ = ["MIN_EFFECT", "CONVERGENCE_THRESHOLD", "Summary", "Effect", "values", "summarize",
            "effect", "classify", "steps_to_accuracy", "batch_size_curves", "chosen_lr",

@@ -33,11 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import nn as lnn
-from .._seeding import seeded
-from .data import EvidenceData, load_evidence_data
-from .loop import train_for_steps
-from .runner import deterministic_torch, evaluate
+from layernorm_tutorial import nn as lnn
+from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.lab.evidence.data import EvidenceData, load_evidence_data
+from layernorm_tutorial.lab.evidence.loop import train_for_steps
+from layernorm_tutorial.lab.evidence.runner import deterministic_torch, evaluate
 
 __all__ = ["INIT_NORMS", "DeepMLP", "gradient_norms_at_init", "gradient_norm_table",
            "init_scale_accuracy",

@@ -25,13 +25,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .. import nn as lnn
-from .._seeding import seeded
-from ..transformer import TransformerEncoderBlock
-from .data import EvidenceData, as_model_input, load_evidence_data
-from .loop import train_for_steps
-from .models import ChannelLayerNorm
-from .runner import deterministic_torch, evaluate
+from layernorm_tutorial import nn as lnn
+from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.lab.common.transformer import TransformerEncoderBlock
+from layernorm_tutorial.lab.evidence.data import EvidenceData, as_model_input, load_evidence_data
+from layernorm_tutorial.lab.evidence.loop import train_for_steps
+from layernorm_tutorial.lab.evidence.models import ChannelLayerNorm
+from layernorm_tutorial.lab.evidence.runner import deterministic_torch, evaluate
 
 __all__ = ["VARIANTS", "TokenBatchNorm", "HybridNet", "train_hybrid", "CombinationResult",
            "combination_sweep"]

@@ -1,6 +1,7 @@
 """The data of the evidence chapter: scikit-learn's 8x8 digits with a fixed three-way split.
 
-The test set is the book-wide split of :func:`layernorm_tutorial.training.load_digits_split`
+The test set is the book-wide split of
+:func:`layernorm_tutorial.lab.common.training.load_digits_split`
 (25 % of the 1,797 images, seeded permutation). A validation set is carved out of the
 remaining training images with another fixed permutation; it is used only to choose each
 method's learning rate, so the test set never influences any choice.
@@ -13,7 +14,7 @@ from functools import lru_cache
 
 import torch
 
-from ..training import load_digits_split
+from layernorm_tutorial.lab.common.training import load_digits_split
 
 __all__ = ["EvidenceData", "load_evidence_data", "as_model_input"]
 

@@ -28,9 +28,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from multiprocessing import get_context
 
-from .data import load_evidence_data
-from .models import NORMS
-from .runner import RunSpec, train_run
+from layernorm_tutorial.lab.evidence.data import load_evidence_data
+from layernorm_tutorial.lab.evidence.models import NORMS
+from layernorm_tutorial.lab.evidence.runner import RunSpec, train_run
 
 __all__ = ["Experiment", "EXPERIMENTS", "SEEDS", "LR_GRID", "lr_grid", "tiny_experiments",
            "sweep_specs", "select_lr", "run_sweep"]

@@ -2,7 +2,8 @@
 
 Only the normalization layer changes between the variants of a family; widths, depth,
 initialization and everything else stay the same. All norm layers are the package's own
-modules (:mod:`layernorm_tutorial.nn`) and recurrent cells (:mod:`layernorm_tutorial.rnn`).
+modules (:mod:`layernorm_tutorial.nn`) and recurrent cells
+(:mod:`layernorm_tutorial.lab.rnn.cells`).
 
 ``MLP``  64 -> [Linear(width) -> norm -> ReLU] x depth -> Linear(10); norms
          ``none`` / ``bn`` (BatchNorm1d: per feature, over the batch) / ``ln`` (LayerNorm:
@@ -21,8 +22,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .. import nn as lnn
-from ..rnn import SequenceClassifier
+from layernorm_tutorial import nn as lnn
+from layernorm_tutorial.lab.rnn.cells import SequenceClassifier
 
 __all__ = ["MLP", "CNN", "RowRNN", "ChannelLayerNorm", "NORMS", "build_model"]
 

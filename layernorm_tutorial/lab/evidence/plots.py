@@ -1,6 +1,6 @@
 """Figures for the evidence chapter ("Do the rules of thumb hold?").
 
-Every helper takes the results document (``layernorm_tutorial.evidence.load_results()``) and
+Every helper takes the results document (``layernorm_tutorial.lab.evidence.load_results()``) and
 returns a ``matplotlib.figure.Figure``. Error bars are one standard deviation over seeds; the
 dots are the individual seeds.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from ..evidence.analysis import batch_size_curves, summarize, values
-from ..evidence.results import find_runs
-from ._figure import new_figure
+from layernorm_tutorial.lab.common.figure import new_figure
+from layernorm_tutorial.lab.evidence.analysis import batch_size_curves, summarize, values
+from layernorm_tutorial.lab.evidence.results import find_runs
 
 __all__ = ["NORM_STYLE", "plot_batch_size", "plot_cnn_rnn", "plot_generalization_gap",
            "plot_learning_curves", "plot_lr_sweep"]

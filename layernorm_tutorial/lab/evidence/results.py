@@ -14,10 +14,20 @@ import math
 import platform
 from pathlib import Path
 
-from .._cli import write_text_atomically
-from .data import SPLIT_SEED, TEST_FRACTION, VALIDATION_FRACTION, load_evidence_data
-from .experiments import EXPERIMENTS, LR_GRID, REFERENCE_BATCH, SEEDS
-from .runner import NUM_EVALS, NUM_THREADS, RunSpec, train_run
+from layernorm_tutorial._cli import write_text_atomically
+from layernorm_tutorial.lab.evidence.data import (
+    SPLIT_SEED,
+    TEST_FRACTION,
+    VALIDATION_FRACTION,
+    load_evidence_data,
+)
+from layernorm_tutorial.lab.evidence.experiments import (
+    EXPERIMENTS,
+    LR_GRID,
+    REFERENCE_BATCH,
+    SEEDS,
+)
+from layernorm_tutorial.lab.evidence.runner import NUM_EVALS, NUM_THREADS, RunSpec, train_run
 
 __all__ = ["SCHEMA_VERSION", "COMMITTED_PATH", "DEFAULT_PATH", "TOLERANCE", "build_results",
            "round_floats", "save_results", "load_results", "validate_results", "find_runs", "rerun",
@@ -26,7 +36,7 @@ __all__ = ["SCHEMA_VERSION", "COMMITTED_PATH", "DEFAULT_PATH", "TOLERANCE", "bui
 SCHEMA_VERSION = 1
 DIGITS = 5
 # The book's results file in this checkout (whatever the working directory).
-COMMITTED_PATH = Path(__file__).resolve().parents[2] / "book" / "data" / "evidence_results.json"
+COMMITTED_PATH = Path(__file__).resolve().parents[3] / "book" / "data" / "evidence_results.json"
 DEFAULT_PATH = COMMITTED_PATH
 # Same machine, same thread count: bit-identical. Across CPUs (different SIMD paths can
 # change float32 rounding) a stored run is accepted when every final accuracy is within two
@@ -56,7 +66,7 @@ def _versions() -> dict:
     import sklearn
     import torch
 
-    from .. import __version__
+    from layernorm_tutorial import __version__
 
     return {"layernorm_tutorial": __version__, "torch": torch.__version__,
             "numpy": numpy.__version__, "scikit_learn": sklearn.__version__,
@@ -83,7 +93,7 @@ def build_results(sweep: dict, experiments=EXPERIMENTS, seconds: float | None = 
         "experiments": [exp.as_dict() for exp in experiments],
     }
     doc = {"schema_version": SCHEMA_VERSION,
-           "command": "python -m layernorm_tutorial.evidence",
+           "command": "python -m layernorm_tutorial.lab.evidence",
            "versions": _versions(), "config": config,
            "seeds": sorted({s for exp in experiments for s in exp.seeds}),
            "tolerance": TOLERANCE, "sweep_seconds": seconds,
@@ -136,7 +146,7 @@ def load_results(path: str | Path = DEFAULT_PATH) -> dict:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(
-            f"no results file at {path}: run `python -m layernorm_tutorial.evidence` first")
+            f"no results file at {path}: run `python -m layernorm_tutorial.lab.evidence` first")
     doc = json.loads(path.read_text())
     validate_results(doc)
     return doc

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._seeding import seeded
-from .data import EvidenceData, as_model_input, load_evidence_data
-from .models import build_model
+from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.lab.evidence.data import EvidenceData, as_model_input, load_evidence_data
+from layernorm_tutorial.lab.evidence.models import build_model
 
 __all__ = ["RunSpec", "deterministic_torch", "train_run", "train_model", "evaluate",
            "recalibrate_batch_norm"]
@@ -168,7 +168,7 @@ def recalibrate_batch_norm(model: torch.nn.Module, x: torch.Tensor) -> int:
     mode then stores the mean and (unbiased) variance of its inputs over ``x``. Weights are not
     touched. The model is left in evaluation mode; returns the number of layers recalibrated.
     """
-    from .. import nn as lnn
+    from layernorm_tutorial import nn as lnn
 
     layers = [m for m in model.modules() if isinstance(m, (lnn.BatchNorm1d, lnn.BatchNorm2d))]
     saved = [m.momentum for m in layers]

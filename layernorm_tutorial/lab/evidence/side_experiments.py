@@ -2,7 +2,7 @@
 
 ::
 
-    python -m layernorm_tutorial.evidence.side_experiments [--out PATH] [--force]
+    python -m layernorm_tutorial.lab.evidence.side_experiments [--out PATH] [--force]
 
 runs the initialization-scale sweep of :mod:`.bn_init` (3 norms x 5 scales x 3 seeds) and the
 LN/BN combinations of :mod:`.combinations` (4 variants x 3 seeds), about two minutes on one
@@ -21,14 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .._cli import OutputPathError, check_output_path, write_text_atomically
-from .bn_init import InitScaleResult, init_scale_sweep
-from .combinations import CombinationResult, combination_sweep
+from layernorm_tutorial._cli import OutputPathError, check_output_path, write_text_atomically
+from layernorm_tutorial.lab.evidence.bn_init import InitScaleResult, init_scale_sweep
+from layernorm_tutorial.lab.evidence.combinations import CombinationResult, combination_sweep
 
 __all__ = ["SIDE_RESULTS_PATH", "DIGITS", "run_side_experiments", "load_side_results",
            "init_scale_result", "combination_result", "main"]
 
-SIDE_RESULTS_PATH = Path(__file__).resolve().parents[2] / "book" / "data" / \
+SIDE_RESULTS_PATH = Path(__file__).resolve().parents[3] / "book" / "data" / \
     "evidence_side_results.json"
 DIGITS = 5
 
@@ -43,7 +43,7 @@ def run_side_experiments() -> dict:
     init = init_scale_sweep()
     combo = combination_sweep()
     return {
-        "command": "python -m layernorm_tutorial.evidence.side_experiments",
+        "command": "python -m layernorm_tutorial.lab.evidence.side_experiments",
         "seconds": round(time.perf_counter() - start),
         "init_scale": {"norms": list(init.norms), "scales": list(init.scales),
                        "seeds": list(init.seeds), "accuracy": _rounded(init.accuracy),
@@ -62,7 +62,7 @@ def load_side_results(path: str | Path = SIDE_RESULTS_PATH) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no side-experiment results; write them with "
-                                "`python -m layernorm_tutorial.evidence.side_experiments`")
+                                "`python -m layernorm_tutorial.lab.evidence.side_experiments`")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -81,7 +81,8 @@ def combination_result(doc: dict) -> CombinationResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.evidence.side_experiments",
+    parser = argparse.ArgumentParser(
+        prog="python -m layernorm_tutorial.lab.evidence.side_experiments",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(SIDE_RESULTS_PATH), help="JSON file to write")
     parser.add_argument("--force", action="store_true", help="replace an existing file")

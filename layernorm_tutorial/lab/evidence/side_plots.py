@@ -1,13 +1,13 @@
 """Figures for the evidence chapter's side experiments: BatchNorm and the initialization
-scale (:mod:`layernorm_tutorial.evidence.bn_init`), and LN/BN combinations
-(:mod:`layernorm_tutorial.evidence.combinations`). Each helper returns a Figure."""
+scale (:mod:`layernorm_tutorial.lab.evidence.bn_init`), and LN/BN combinations
+(:mod:`layernorm_tutorial.lab.evidence.combinations`). Each helper returns a Figure."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._figure import new_figure
-from .evidence import NORM_STYLE
+from layernorm_tutorial.lab.common.figure import new_figure
+from layernorm_tutorial.lab.evidence.plots import NORM_STYLE
 
 __all__ = ["plot_gradients_at_init", "plot_init_scale_accuracy", "plot_combinations"]
 

@@ -6,9 +6,9 @@ accuracies plus a small seed-dependent offset, so a test knows the right verdict
 
 from __future__ import annotations
 
-from .experiments import EXPERIMENTS, lr_grid
-from .results import SCHEMA_VERSION, TOLERANCE, round_floats
-from .runner import NUM_EVALS, RunSpec
+from layernorm_tutorial.lab.evidence.experiments import EXPERIMENTS, lr_grid
+from layernorm_tutorial.lab.evidence.results import SCHEMA_VERSION, TOLERANCE, round_floats
+from layernorm_tutorial.lab.evidence.runner import NUM_EVALS, RunSpec
 
 __all__ = ["synthetic_results"]
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._figure import new_figure
+from layernorm_tutorial.lab.common.figure import new_figure
 
 __all__ = ["plot_roofline", "plot_bandwidth"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch.func import grad, vmap
 
-from . import functional
+from layernorm_tutorial import functional
 
 __all__ = [
     "init_mlp_params",

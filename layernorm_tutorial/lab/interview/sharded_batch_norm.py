@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import functional
+from layernorm_tutorial import functional
 
 __all__ = ["shard_moments", "unsynchronized_batch_norm"]
 

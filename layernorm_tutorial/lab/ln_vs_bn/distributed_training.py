@@ -14,9 +14,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .._seeding import seeded
-from .communication import all_reduce_sum, count_communication, is_distributed
-from .sync_batch_norm import SyncBatchNorm
+from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.distributed.communication import (
+    all_reduce_sum,
+    count_communication,
+    is_distributed,
+)
+from layernorm_tutorial.distributed.sync_batch_norm import SyncBatchNorm
 
 __all__ = ["DEFAULT_CONFIG", "VARIANTS", "build_model", "data_parallel_experiment",
            "full_batch_training", "make_data"]
@@ -44,7 +48,9 @@ def build_model(variant: str, config: dict, synchronized: bool = True) -> nn.Mod
     LayerNorm. The initial weights depend on ``config["seed"]`` only; torch's global random
     state is left as it was.
     """
-    from .. import nn as lt_nn  # imported here: the core modules import nothing from us
+    from layernorm_tutorial import (
+        nn as lt_nn,  # imported here: the core modules import nothing from us
+    )
 
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")

@@ -25,10 +25,18 @@ import numpy as np
 import torch
 import torch.nn.functional as TF
 
-from .. import functional
-from ..running_stats import update_running_stats
-from ..variance_algorithms import merge_moments
-from ._checking import CheckResult, allclose, as_numpy, diagnose, output_dtype, tolerance, within
+from layernorm_tutorial import functional
+from layernorm_tutorial.lab.common.checking import (
+    CheckResult,
+    allclose,
+    as_numpy,
+    diagnose,
+    output_dtype,
+    tolerance,
+    within,
+)
+from layernorm_tutorial.running_stats import update_running_stats
+from layernorm_tutorial.variance_algorithms import merge_moments
 
 __all__ = [
     "BatchNormWithRunningStats",

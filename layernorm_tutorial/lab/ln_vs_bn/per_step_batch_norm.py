@@ -1,6 +1,7 @@
 """BatchNorm for recurrent networks: one set of running statistics per time step.
 
-Used by the per-time-step BatchNorm cells in :mod:`layernorm_tutorial.rnn` (Cooijmans et al.,
+Used by the per-time-step BatchNorm cells in :mod:`layernorm_tutorial.lab.rnn.cells` (Cooijmans et
+al.,
 2017) and by the LN-vs-BN chapter, whose point is what happens at a step no training
 sequence reached.
 """
@@ -10,8 +11,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .functional import standardize
-from .running_stats import update_running_stats
+from layernorm_tutorial.functional import standardize
+from layernorm_tutorial.running_stats import update_running_stats
 
 __all__ = ["PerStepBatchNorm", "UnseenTimeStepError"]
 

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .nn import BatchNorm1d, LayerNorm
-from .training import DigitsData
+from layernorm_tutorial.lab.common.training import DigitsData
+from layernorm_tutorial.nn import BatchNorm1d, LayerNorm
 
 __all__ = ["NORMS", "stream_mlp", "train_on_stream"]
 

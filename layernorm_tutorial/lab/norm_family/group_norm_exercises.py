@@ -10,7 +10,7 @@
 The form is read from the number of parameters of ``fn`` (five or more: the affine form).
 The output is compared with ``torch.nn.functional.group_norm`` in float64, at the precision
 of the output's dtype; a classic mistake is named only when it explains the output beyond
-doubt (:func:`layernorm_tutorial.exercises._checking.diagnose`).
+doubt (:func:`layernorm_tutorial.lab.common.checking.diagnose`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,14 @@ import numpy as np
 import torch
 import torch.nn.functional as TF
 
-from ._checking import CheckResult, as_numpy, diagnose, output_dtype, tolerance, within
+from layernorm_tutorial.lab.common.checking import (
+    CheckResult,
+    as_numpy,
+    diagnose,
+    output_dtype,
+    tolerance,
+    within,
+)
 
 __all__ = ["check_group_norm", "group_norm_via_reshape", "reference_group_norm"]
 

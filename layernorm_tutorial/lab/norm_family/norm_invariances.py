@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
-from . import functional
+from layernorm_tutorial import functional
 
 __all__ = ["MEMBERS", "normalize", "apply_style", "style_gaps", "batch_size_gaps"]
 

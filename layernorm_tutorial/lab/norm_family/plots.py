@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import Rectangle
 
-from .. import axes as family_axes
-from ._figure import new_figure
+from layernorm_tutorial import axes as family_axes
+from layernorm_tutorial.lab.common.figure import new_figure
 
 HIGHLIGHT = "#1f77b4"
 OTHER = "#d9d9d9"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import weight_norm as wn
-from ._checking import CheckResult, allclose
+from layernorm_tutorial import weight_norm as wn
+from layernorm_tutorial.lab.common.checking import CheckResult, allclose
 
 __all__ = ["check_weight_norm", "reference_weight_norm"]
 

@@ -9,7 +9,7 @@
 The reader's results are compared with PyTorch in float64 at the precision of the reader's
 output dtype (a float32 solution is compared at float32 precision). On failure the message
 names a classic mistake only when it explains the output beyond doubt (see
-:func:`layernorm_tutorial.exercises._checking.diagnose`).
+:func:`layernorm_tutorial.lab.common.checking.diagnose`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as TF
 
-from ._checking import (
+from layernorm_tutorial.lab.common.checking import (
     FLOAT32_TOLERANCE,
     CheckResult,
     as_numpy,

@@ -34,10 +34,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import functional
-from ._seeding import seeded
-from .nn import LayerNorm
-from .training import DigitsData, TrainingResult
+from layernorm_tutorial import functional
+from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.lab.common.training import DigitsData, TrainingResult
+from layernorm_tutorial.nn import LayerNorm
 
 __all__ = [
     "scaled_he_mlp",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._figure import new_figure
+from layernorm_tutorial.lab.common.figure import new_figure
 
 __all__ = [
     "plot_row_distribution",
@@ -78,7 +78,8 @@ def plot_loss_curves(runs: dict):
     """Training (solid) and test (dashed) cross-entropy per epoch for each named run.
 
     ``runs`` maps a name to an object with ``train_loss`` and ``test_loss`` lists
-    (``layernorm_tutorial.training.TrainingResult``), or to a list of such objects, one per
+    (``layernorm_tutorial.lab.common.training.TrainingResult``), or to a list of such objects, one
+    per
     seed: then the lines are the mean over seeds and a shaded band spans the smallest to
     the largest training loss.
     """

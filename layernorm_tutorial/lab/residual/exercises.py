@@ -3,7 +3,7 @@
 ``check_block_arrangements(post_ln_block, pre_ln_block)``
     each ``block(x, attention, feedforward, norm1, norm2) -> y`` composes the given callables
     (``x`` is ``(B, T, D)``) in the post-LN or the pre-LN arrangement; compared with
-    :class:`layernorm_tutorial.transformer.TransformerEncoderBlock`.
+    :class:`layernorm_tutorial.lab.common.transformer.TransformerEncoderBlock`.
 ``check_residual_variance_prediction(predict)``
     ``predict(v0, branch_variances) -> v`` with ``v[l-1]`` the predicted variance after block
     ``l`` of a residual stack whose branches add variances ``branch_variances`` (length L).
@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import transformer
-from .._seeding import seeded
-from ._checking import CheckResult, allclose, as_numpy
+from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.lab.common import transformer
+from layernorm_tutorial.lab.common.checking import CheckResult, allclose, as_numpy
 
 __all__ = [
     "check_block_arrangements",

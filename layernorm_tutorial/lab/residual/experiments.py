@@ -1,7 +1,7 @@
 """The residual chapter's experiments: signal and gradient propagation through deep stacks.
 
 CPU-sized and seeded: every function takes a ``seed`` and leaves torch's global random state
-unchanged. The models are in :mod:`layernorm_tutorial.transformer`.
+unchanged. The models are in :mod:`layernorm_tutorial.lab.common.transformer`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as TF
 from torch import Tensor
 
-from . import functional
-from ._seeding import seeded
-from .nn import LayerNorm
-from .transformer import TokenTransformer, TransformerEncoder
+from layernorm_tutorial import functional
+from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.lab.common.transformer import TokenTransformer, TransformerEncoder
+from layernorm_tutorial.nn import LayerNorm
 
 __all__ = [
     "gradient_norm_per_layer",

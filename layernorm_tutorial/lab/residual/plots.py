@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._figure import new_figure
+from layernorm_tutorial.lab.common.figure import new_figure
 
 __all__ = [
     "plot_depth_sweep",
@@ -36,7 +36,7 @@ def plot_variance_by_depth(results: dict[str, dict]):
     Right: correlation of ``x_l`` with the input ``x_0`` against depth.
 
     ``results`` maps a label to the dict of
-    :func:`layernorm_tutorial.residual_experiments.residual_variance_by_depth`.
+    :func:`layernorm_tutorial.lab.residual.experiments.residual_variance_by_depth`.
     """
     fig, (ax_var, ax_corr) = new_figure(1, 2, height=3.5)
     for label, r in results.items():

@@ -1,6 +1,7 @@
 """What happens in the first training steps of post-LN and pre-LN Transformers.
 
-The residual chapter's warm-up experiment. A small :class:`~layernorm_tutorial.transformer.
+The residual chapter's warm-up experiment. A small
+:class:`~layernorm_tutorial.lab.common.transformer.
 TokenTransformer` learns to reverse token sequences (``residual_experiments.reverse_task_batch``)
 with Adam at learning rate ``lr * warmup_factor(step, warmup_steps)``. Before every update the
 trace records, per block ``l`` (1 = nearest the input):
@@ -26,8 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as torch_functional
 
-from .residual_experiments import reverse_task_batch, warmup_factor
-from .transformer import TokenTransformer
+from layernorm_tutorial.lab.common.transformer import TokenTransformer
+from layernorm_tutorial.lab.residual.experiments import reverse_task_batch, warmup_factor
 
 __all__ = ["TRACE_KEYS", "early_training_trace", "traces_over_seeds"]
 

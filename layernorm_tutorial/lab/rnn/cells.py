@@ -20,10 +20,11 @@ Build any of them by name with :func:`make_cell` (kinds: ``"rnn"``, ``"ln_rnn"``
 ``"bn_rnn"``, ``"lstm"``, ``"ln_lstm"``, ``"bn_lstm"``).
 
 The per-time-step BatchNorm cells keep running statistics per step index ``t`` in
-:class:`~layernorm_tutorial.per_step_batch_norm.PerStepBatchNorm` (a step beyond the longest
+:class:`~layernorm_tutorial.lab.ln_vs_bn.per_step_batch_norm.PerStepBatchNorm` (a step beyond the
+longest
 training sequence raises, or with ``on_unseen_step="reuse_last"`` reuses the last step's
 statistics, as Cooijmans et al., 2017 suggest). The chapter's experiments and data are in
-:mod:`layernorm_tutorial.rnn_experiments`.
+:mod:`layernorm_tutorial.lab.rnn.experiments`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .functional import layer_norm_forward
-from .per_step_batch_norm import PerStepBatchNorm
+from layernorm_tutorial.functional import layer_norm_forward
+from layernorm_tutorial.lab.ln_vs_bn.per_step_batch_norm import PerStepBatchNorm
 
 __all__ = [
     "BatchNormElmanRNNCell",

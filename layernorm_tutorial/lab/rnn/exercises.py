@@ -9,7 +9,7 @@
     ``params`` is the ``dict(LayerNormLSTMCell(...).named_parameters())`` of a cell (gate
     order i, f, g, o).
 
-Both compare with :mod:`layernorm_tutorial.rnn` in float64 and name the likely mistake.
+Both compare with :mod:`layernorm_tutorial.lab.rnn.cells` in float64 and name the likely mistake.
 The reference solutions are :func:`ln_rnn_step_reference` and :func:`ln_lstm_step_reference`.
 """
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import rnn
-from .._seeding import seeded
-from ._checking import CheckResult, allclose, as_numpy
+from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.lab.common.checking import CheckResult, allclose, as_numpy
+from layernorm_tutorial.lab.rnn import cells as rnn
 
 __all__ = [
     "check_ln_lstm_step",
@@ -103,7 +103,8 @@ def _diagnose_rnn(out, x, h, w_hh, w_xh, gain, bias, eps):
 
 
 def check_ln_rnn_step(step, *, seed: int = 0) -> CheckResult:
-    """Check one LN-RNN step against :class:`layernorm_tutorial.rnn.LayerNormElmanRNNCell`."""
+    """Check one LN-RNN step against
+    :class:`layernorm_tutorial.lab.rnn.cells.LayerNormElmanRNNCell`."""
     eps = 1e-5
     for k, (description, scale) in enumerate([("ordinary inputs", 1.0),
                                               ("weights scaled by 100", 100.0)]):
@@ -152,7 +153,8 @@ def _diagnose_lstm(h_out, c_out, x, h, c, p, eps):
 
 
 def check_ln_lstm_step(step, *, seed: int = 0) -> CheckResult:
-    """Check one LN-LSTM step against :class:`layernorm_tutorial.rnn.LayerNormLSTMCell`."""
+    """Check one LN-LSTM step against
+    :class:`layernorm_tutorial.lab.rnn.cells.LayerNormLSTMCell`."""
     eps = 1e-5
     with seeded(seed):
         cell = rnn.LayerNormLSTMCell(3, 6, eps=eps).double()

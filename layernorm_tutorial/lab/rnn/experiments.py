@@ -12,9 +12,13 @@ import torch
 import torch.nn.functional as TF
 from torch import Tensor, nn
 
-from ._seeding import seeded
-from .rnn import ElmanRNNCell, LayerNormElmanRNNCell, SequenceClassifier
-from .training import load_digits_split
+from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.lab.common.training import load_digits_split
+from layernorm_tutorial.lab.rnn.cells import (
+    ElmanRNNCell,
+    LayerNormElmanRNNCell,
+    SequenceClassifier,
+)
 
 __all__ = [
     "load_digit_sequences",
@@ -129,7 +133,8 @@ def load_digit_sequences(test_fraction: float = 0.25, seed: int = 0):
     """scikit-learn's 8x8 digits read row by row: 8 steps of 8 pixel intensities in [0, 1].
 
     Returns ``(x_train, y_train, x_test, y_test)``: float32 tensors ``(N, 8, 8)`` and int64
-    labels, the split of :func:`layernorm_tutorial.training.load_digits_split` (1797 images).
+    labels, the split of :func:`layernorm_tutorial.lab.common.training.load_digits_split` (1797
+    images).
     """
     data = load_digits_split(test_fraction, seed)
     return (data.x_train.reshape(-1, 8, 8), data.y_train,

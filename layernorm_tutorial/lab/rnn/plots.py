@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._figure import new_figure
+from layernorm_tutorial.lab.common.figure import new_figure
 
 __all__ = [
     "plot_gradient_through_time",

@@ -6,7 +6,8 @@
     po_tool prefill [PO ...]
     po_tool check [PO ...]
 
-(``po_tool`` = ``python -m layernorm_tutorial.book_i18n.po_tool``, from the repository root.)
+(``po_tool`` = ``python -m layernorm_tutorial.publishing.book_i18n.po_tool``, from the repository
+root.)
 
 ``todo`` lists the untranslated and fuzzy messages as JSON: a list of objects with
 ``msgid``, the current ``msgstr``, ``fuzzy``, the ``protected`` parts that must appear
@@ -26,7 +27,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import catalogs
+from layernorm_tutorial.publishing.book_i18n import catalogs
 
 DEFAULT_LOCALES = Path("locales")
 GLOSSARY = Path("book/glossary.md")
@@ -167,8 +168,9 @@ def cmd_stats(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.book_i18n.po_tool",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m layernorm_tutorial.publishing.book_i18n.po_tool",
+        description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     todo = sub.add_parser("todo", help="untranslated and fuzzy messages as JSON")
     todo.add_argument("po", type=Path)

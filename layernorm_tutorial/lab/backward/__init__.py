@@ -1,0 +1,6 @@
+"""The backward chapter (``book/backward.ipynb``): non-standard variants and the Welford drill.
+
+``nonstandard_layer_norm``  the source notes' variant (unbiased std, eps outside the root)
+``exercises``               ``check_welford_update``: the streaming-variance drill
+The chapter's figures come from :mod:`layernorm_tutorial.lab.principles.plots`.
+"""

@@ -1,0 +1,7 @@
+"""The principles chapter (``book/principles.ipynb``): initialization sensitivity, figures,
+checkers.
+
+``init_sensitivity``  a deep MLP's sensitivity to its initial weight scale, many seeds
+``plots``             its figures (also used by the backward chapter)
+``exercises``         ``check_layer_norm``: the layer-norm drill, forward and backward
+"""
