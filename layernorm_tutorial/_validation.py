@@ -27,8 +27,32 @@ def check_tensor(value, name: str) -> None:
 
 
 def _is_integer(value) -> bool:
-    """Python and NumPy integers (``numbers.Integral``), but not bools."""
+    """The package's one rule for an integer argument, torch's: Python and NumPy integers
+    (``numbers.Integral``) and 0-d integer tensors, but not bools (Python, NumPy or tensor)
+    and not floats, even integral ones such as ``2.0``."""
+    if isinstance(value, torch.Tensor):
+        return (value.dim() == 0 and not value.is_floating_point()
+                and not value.is_complex() and value.dtype != torch.bool)
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def as_int(value, name: str, minimum: int | None = None, error=RuntimeError) -> int:
+    """``value`` as a Python int, by the package's one rule for integer arguments.
+
+    Accepts what torch accepts for an ``int`` argument (Python and NumPy integers, 0-d
+    integer tensors); anything else, bools and floats included, raises TypeError (torch's
+    type). A value below ``minimum`` raises ``error`` (RuntimeError by default, torch's type
+    for a negative size), naming the argument and the smallest value allowed."""
+    if not _is_integer(value):
+        what = (f"a tensor of shape {list(value.shape)} and dtype {value.dtype}"
+                if isinstance(value, torch.Tensor) else
+                f"{value!r} ({type(value).__name__})")
+        raise TypeError(f"{name} must be an int, got {what}")
+    number = int(value)
+    if minimum is not None and number < minimum:
+        expected = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise error(f"{name} must be {expected}, got {number}")
+    return number
 
 
 def as_shape(normalized_shape) -> tuple[int, ...]:

@@ -41,6 +41,7 @@ import torch
 
 from ._validation import (
     as_eps,
+    as_int,
     as_shape,
     check_batch_norm_args,
     check_channels_input,
@@ -213,8 +214,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     """
     check_tensor(input, "input")
     check_channels_input(input, "group_norm")
-    if not isinstance(num_groups, int) or num_groups <= 0:
-        raise ValueError(f"num_groups must be a positive int, got {num_groups!r}")
+    num_groups = as_int(num_groups, "num_groups", minimum=1)
     n, c = input.shape[:2]
     if c % num_groups != 0:
         raise RuntimeError(

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from . import functional
-from ._validation import as_shape
+from ._validation import as_int, as_shape
 from .running_stats import momentum_factor
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "InstanceNorm2d"]
@@ -95,6 +95,8 @@ class GroupNorm(nn.Module):
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
                  affine: bool = True, device=None, dtype=None, *, bias: bool = True):
         super().__init__()
+        num_groups = as_int(num_groups, "num_groups", minimum=1, error=ValueError)
+        num_channels = as_int(num_channels, "num_channels", minimum=0)
         if num_channels % num_groups != 0:
             raise ValueError(
                 f"num_channels ({num_channels}) must be divisible by num_groups "
@@ -123,6 +125,7 @@ class _NormBase(nn.Module):
                  affine: bool = True, track_running_stats: bool = True,
                  device=None, dtype=None, *, bias: bool = True):
         super().__init__()
+        num_features = as_int(num_features, "num_features", minimum=0)
         factory = {"device": device, "dtype": dtype}
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats

@@ -4,13 +4,18 @@ one). Each case runs torch first, so a change in torch's behaviour shows up here
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
 from conftest import F64, randn
 
+from layernorm_tutorial import _validation as V
 from layernorm_tutorial import autograd as A
+from layernorm_tutorial import distributed as D
 from layernorm_tutorial import functional as F
 from layernorm_tutorial import nn as ours_nn
 from layernorm_tutorial import numpy_ref as R
@@ -350,3 +355,82 @@ def test_rms_norm_allows_mixed_dtypes_like_torch():
         out = F.rms_norm(inputs, (4,), weight)
         assert out.dtype == expected.dtype == inputs.dtype
         torch.testing.assert_close(out, expected)
+
+
+# ------------------------------------------------------------------------------ integers
+# issue 24, item 4: one rule for integer arguments (_validation.as_int), torch's rule:
+# Python and NumPy integers and 0-d integer tensors; not bools, not floats.
+INTEGERS = {"numpy-int64": np.int64(2), "numpy-int32": np.int32(2), "numpy-uint8": np.uint8(2),
+            "tensor-0d": torch.tensor(2), "python": 2}
+NOT_INTEGERS = {"float": 2.0, "numpy-float": np.float64(2.0), "bool": True,
+                "numpy-bool": np.bool_(True), "tensor-float": torch.tensor(2.0),
+                "tensor-1d": torch.tensor([2]), "tensor-bool": torch.tensor(True),
+                "string": "2", "none": None}
+
+
+@pytest.mark.parametrize("kind", sorted(INTEGERS))
+def test_group_norm_accepts_numpy_and_tensor_integers_like_torch(kind):
+    groups, inputs = INTEGERS[kind], x(2, 4, 3)
+    expected = TF.group_norm(inputs, groups)
+    torch.testing.assert_close(F.group_norm(inputs, groups), expected)
+    module = ours_nn.GroupNorm(groups, INTEGERS[kind] * 2).to(F64)
+    assert type(module.num_groups) is int and type(module.num_channels) is int
+    torch.testing.assert_close(module(inputs), torch.nn.GroupNorm(groups, 4).to(F64)(inputs))
+
+
+@pytest.mark.parametrize("kind", sorted(INTEGERS))
+def test_num_features_accepts_numpy_and_tensor_integers_like_torch(kind):
+    count = INTEGERS[kind] + 1  # 3 channels
+    for cls in (ours_nn.BatchNorm1d, ours_nn.BatchNorm2d, ours_nn.InstanceNorm2d,
+                D.SyncBatchNorm):
+        module = cls(count)
+        assert type(module.num_features) is int and module.num_features == 3
+        assert torch.nn.BatchNorm1d(count).num_features == 3  # torch accepts it too
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_INTEGERS))
+def test_num_groups_that_is_not_an_integer_is_a_type_error_like_torch(kind):
+    groups = NOT_INTEGERS[kind]
+    with pytest.raises(TypeError):
+        TF.group_norm(x(2, 4, 3), groups)
+    with pytest.raises(TypeError, match=r"^num_groups must be an int, got "):
+        F.group_norm(x(2, 4, 3), groups)
+    with pytest.raises(TypeError, match=r"^num_features must be an int, got "):
+        ours_nn.BatchNorm1d(groups)
+
+
+def test_negative_num_groups_raises_like_torch():
+    with pytest.raises(RuntimeError):
+        TF.group_norm(x(2, 4, 3), -1)
+    for groups in (-1, 0, np.int64(0)):  # torch: ZeroDivisionError for 0, a crash
+        with pytest.raises(RuntimeError, match=rf"^num_groups must be a positive int, "
+                                                rf"got {int(groups)}$"):
+            F.group_norm(x(2, 4, 3), groups)
+    with pytest.raises(RuntimeError):
+        torch.nn.BatchNorm1d(-1)
+    with pytest.raises(RuntimeError, match=r"^num_features must be an int >= 0, got -1$"):
+        ours_nn.BatchNorm1d(-1)
+
+
+def test_as_int_is_the_one_rule():
+    assert [V.as_int(v, "n") for v in INTEGERS.values()] == [2] * len(INTEGERS)
+    assert all(type(V.as_int(v, "n")) is int for v in INTEGERS.values())
+    for value in NOT_INTEGERS.values():
+        with pytest.raises(TypeError, match="^n must be an int"):
+            V.as_int(value, "n")
+    with pytest.raises(ValueError, match="^n must be an int >= 3, got 2$"):
+        V.as_int(2, "n", minimum=3, error=ValueError)
+
+
+def test_library_checks_integers_only_through_the_one_rule():
+    """No ad-hoc ``isinstance(value, int)`` in the library: a new check goes through
+    ``_validation`` (the lab's experiments are outside this rule's reach for now)."""
+    package = Path(V.__file__).parent
+    library = [p for p in package.rglob("*.py")
+               if not {"lab", "publishing"} & set(p.relative_to(package).parts)
+               and p.name != "_validation.py"]
+    assert len(library) > 10
+    ad_hoc = [f"{p.relative_to(package)}:{n}" for p in library
+              for n, line in enumerate(p.read_text().splitlines(), 1)
+              if re.search(r"isinstance\([^)]*\bint\b", line)]
+    assert ad_hoc == []

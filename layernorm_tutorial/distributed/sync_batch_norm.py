@@ -13,7 +13,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .._validation import as_eps, check_batch_norm_eps, compute_dtype, verify_values_per_channel
+from .._validation import (
+    as_eps,
+    as_int,
+    check_batch_norm_eps,
+    compute_dtype,
+    verify_values_per_channel,
+)
 from ..running_stats import update_running_stats
 from .communication import all_reduce_sum, world_size
 
@@ -144,6 +150,7 @@ class SyncBatchNorm(nn.Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, process_group=None):
         super().__init__()
+        num_features = as_int(num_features, "num_features", minimum=0)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.process_group = process_group
