@@ -23,8 +23,14 @@ Implementations: ``numpy_ref`` (CPU only), ``composite`` (the package's
 ``functional.layer_norm`` from elementary ops; backward by autograd), ``compiled``
 (``torch.compile`` of that composite), ``torch_native`` (aten's native_layer_norm and its
 backward, called with preallocated outputs) and, on CUDA, ``triton`` (this package's fused
-kernels, preallocated outputs). numpy_ref, composite and compiled allocate their outputs on
-every call: their APIs take no ``out=``.
+kernels, preallocated outputs) and ``liger`` (Liger Kernel's ``LigerLayerNormFunction``,
+when it is installed; left out with the reason in ``errors`` otherwise). numpy_ref,
+composite, compiled and liger allocate their outputs on every call: their APIs take no
+``out=``.
+
+``--json PATH`` also stores the table with the device's name and its measured copy
+bandwidth (``device_copy_gbps``: a 1 GiB ``copy_``, bytes read plus bytes written), which
+the book renders.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import os
 import platform
 import statistics
@@ -48,7 +55,7 @@ from ._cli import OutputPathError, check_output_path, positive_int, write_text_a
 
 __all__ = ["BenchReport", "COLUMNS", "arithmetic_intensity", "bytes_moved", "format_table",
            "hardware_description", "main", "measure_copy_gbps", "measure_matmul_gflops",
-           "run_benchmark", "write_csv"]
+           "report_json", "run_benchmark", "write_csv", "format_comparison"]
 
 DEFAULT_CSV = os.path.join(tempfile.gettempdir(), "layernorm_tutorial", "bench_results.csv")
 MIN_BYTES = 64 * 2**20  # the full run's inputs are at least this large (beyond the caches)
@@ -58,7 +65,8 @@ GPU_M = 4096
 GPU_NS = (1024, 2048, 4096, 8192, 16384)
 GPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 CPU_IMPLEMENTATIONS = ("numpy_ref", "composite", "compiled", "torch_native")
-GPU_IMPLEMENTATIONS = ("composite", "compiled", "torch_native", "triton")
+GPU_IMPLEMENTATIONS = ("composite", "compiled", "torch_native", "liger", "triton")
+OPTIONAL_IMPLEMENTATIONS = ("compiled", "liger")  # a failure is reported in errors, not raised
 DIRECTIONS = ("fwd", "bwd")
 COLUMNS = ("implementation", "shape", "dtype", "direction", "median_ms", "gbps",
            "ratio_to_native", "frac_copy", "device")
@@ -94,6 +102,7 @@ class BenchReport:
     rows: list[dict] = field(default_factory=list)
     copy_gbps: dict[str, float] = field(default_factory=dict)  # "shape dtype dir" -> GB/s
     hardware: str = ""
+    device_copy_gbps: float | None = None  # a large copy on the device, measured once
     errors: dict[str, str] = field(default_factory=dict)  # implementation -> why it is missing
 
     def ratio(self, implementation: str, direction: str, shape: str | None = None,
@@ -163,6 +172,13 @@ class _Case:
             y, mean, rstd = torch.native_layer_norm(x, shape, w, b, 1e-5)  # buffers to reuse
             return lambda: torch.ops.aten.native_layer_norm.out(
                 x, shape, w, b, 1e-5, out0=y, out1=mean, out2=rstd)
+        if impl == "liger":
+            from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+
+            def run_liger():
+                with torch.no_grad():
+                    return LigerLayerNormFunction.apply(x, w, b, 1e-5)
+            return run_liger
         if impl == "triton":
             from .triton_kernels import layer_norm_forward
             y, mean, rstd = layer_norm_forward(x, w, b)
@@ -187,6 +203,12 @@ class _Case:
             return lambda: torch.ops.aten.native_layer_norm_backward.out(
                 dy, x, shape, mean, rstd, w, b, [True, True, True],
                 out0=outs[0], out1=outs[1], out2=outs[2])
+        if impl == "liger":
+            from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+
+            leaves = [t.detach().requires_grad_() for t in (x, w, b)]
+            y = LigerLayerNormFunction.apply(*leaves, 1e-5)
+            return lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True)
         if impl == "triton":
             from .triton_kernels import layer_norm_backward, layer_norm_forward
             _, mean, rstd = layer_norm_forward(x, w, b)
@@ -258,6 +280,8 @@ def _run(device, shapes, dtypes, implementations, reps, quick, progress) -> Benc
     if "torch_native" not in impls:
         impls.append("torch_native")
     report = BenchReport(hardware=hardware_description(device))
+    if on_gpu:
+        report.device_copy_gbps = measure_copy_gbps(2**30, device="cuda")
     timer = _time_do_bench if on_gpu else _time_interleaved
     say = progress or (lambda _msg: None)
     compiled = None
@@ -274,16 +298,16 @@ def _run(device, shapes, dtypes, implementations, reps, quick, progress) -> Benc
             for direction in DIRECTIONS:
                 fns = {"copy": case.copy()}
                 for impl in impls:
-                    if impl == "compiled" and "compiled" in report.errors:
+                    if impl in OPTIONAL_IMPLEMENTATIONS and impl in report.errors:
                         continue
                     make = case.forward if direction == "fwd" else case.backward
                     try:
                         fns[impl] = make(impl, compiled)
                         fns[impl]()  # compiles on first use; errors surface here
                     except Exception as exc:  # reported in report.errors, not hidden
-                        if impl != "compiled":
+                        if impl not in OPTIONAL_IMPLEMENTATIONS:
                             raise
-                        report.errors["compiled"] = f"{type(exc).__name__}: {exc}"[:500]
+                        report.errors[impl] = f"{type(exc).__name__}: {exc}"[:500]
                         fns.pop(impl, None)
                 say(f"timing {shape_key} {str(dtype)[6:]} {direction}")
                 times = timer(fns, reps)
@@ -315,6 +339,27 @@ def format_table(rows: Sequence[dict]) -> str:
                      for row in lines)
 
 
+def format_comparison(rows: Sequence[dict], copy_gbps: float,
+                      implementations: Sequence[str] = ("torch_native", "compiled", "liger",
+                                                        "triton")) -> str:
+    """One line per shape, dtype and direction: each implementation's GB/s and its share of
+    ``copy_gbps`` (the device's measured copy bandwidth); ``-`` where it was not measured."""
+    by = {(r["implementation"], r["shape"], r["dtype"], r["direction"]): r for r in rows}
+    cases = list(dict.fromkeys((r["shape"], r["dtype"], r["direction"]) for r in rows))
+    names = {"torch_native": "torch", "compiled": "torch.compile", "liger": "Liger",
+             "triton": "ours"}
+    lines = [f"GB/s (share of the {copy_gbps:.0f} GB/s copy bandwidth)",
+             f"{'shape':<11}{'dtype':<9}{'dir':<4}" + "".join(
+                 f"{names.get(i, i):>16}" for i in implementations)]
+    for shape, dtype, direction in cases:
+        cells = []
+        for impl in implementations:
+            r = by.get((impl, shape, dtype, direction))
+            cells.append("-" if r is None else f"{r['gbps']:.0f} ({r['gbps'] / copy_gbps:.0%})")
+        lines.append(f"{shape:<11}{dtype:<9}{direction:<4}" + "".join(f"{c:>16}" for c in cells))
+    return "\n".join(lines)
+
+
 def write_csv(rows: Sequence[dict], path: str) -> str:
     """Write the rows (``COLUMNS``) to ``path`` (folders created, atomically); return it."""
     text = io.StringIO()
@@ -325,11 +370,23 @@ def write_csv(rows: Sequence[dict], path: str) -> str:
     return path
 
 
+def report_json(report: BenchReport, command: str) -> str:
+    """The report as JSON text: ``hardware``, ``device_copy_gbps``, ``copy_gbps`` per case,
+    ``errors``, ``command`` and ``rows`` (``COLUMNS``)."""
+    return json.dumps(dict(command=command, hardware=report.hardware,
+                           device_copy_gbps=report.device_copy_gbps,
+                           copy_gbps=report.copy_gbps, errors=report.errors,
+                           rows=[{k: r[k] for k in COLUMNS} for r in report.rows]),
+                      indent=1) + "\n"
+
+
 def measure_copy_gbps(nbytes: int = MIN_BYTES, reps: int = 15, device: str = "cpu") -> float:
-    """Bandwidth (GB/s) of ``dst.copy_(src)`` for float32 arrays of ``nbytes``: read + write."""
+    """Bandwidth (GB/s) of ``dst.copy_(src)`` for float32 arrays of ``nbytes``: read + write
+    (on CUDA timed by ``do_bench``, median)."""
     src = torch.ones(max(nbytes // 4, 1), device=device)
     dst = torch.empty_like(src)
-    times = _time_interleaved({"copy": lambda: dst.copy_(src)}, reps, warmup=2)
+    timer = _time_do_bench if device == "cuda" else _time_interleaved
+    times = timer({"copy": lambda: dst.copy_(src)}, reps)
     return 2 * src.numel() * 4 / times["copy"] / 1e9
 
 
@@ -344,7 +401,7 @@ def measure_matmul_gflops(n: int = 1024, reps: int = 5, device: str = "cpu") -> 
 
 def _summary(report: BenchReport) -> str:
     lines = []
-    for impl in ("compiled", "composite", "triton", "numpy_ref"):
+    for impl in ("compiled", "composite", "liger", "triton", "numpy_ref"):
         for direction in DIRECTIONS:
             try:
                 lines.append(f"{impl} vs torch_native {direction}: "
@@ -367,7 +424,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=positive_int, default=None,
                         help="torch intra-op threads, >= 1 (default: torch's choice)")
     parser.add_argument("--csv", default=None, help=f"CSV path (default {DEFAULT_CSV})")
-    parser.add_argument("--force", action="store_true", help="replace an existing --csv file")
+    parser.add_argument("--json", default=None,
+                        help="also store the table, device name and copy bandwidth as JSON")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing --csv or --json file")
     args = parser.parse_args(argv)
     if args.reps < 15:
         parser.error("--reps: use at least 15 repetitions for a stable median")
@@ -376,17 +436,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:  # the default scratch file may be replaced; a path given explicitly needs --force
         csv_path = check_output_path(args.csv or DEFAULT_CSV, option="--csv",
                                      force=args.force or args.csv is None)
+        json_path = (check_output_path(args.json, option="--json", force=args.force)
+                     if args.json else None)
     except OutputPathError as err:
         parser.error(str(err))
     report = run_benchmark(device=args.device, reps=args.reps, quick=args.quick,
                            threads=args.threads,
                            progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(f"hardware: {report.hardware}")
+    if report.device_copy_gbps:
+        print(f"device copy bandwidth (1 GiB copy_, read + write): "
+              f"{report.device_copy_gbps:.0f} GB/s")
     print("copy bandwidth (GB/s): " + ", ".join(f"{k}: {v:.1f}"
                                                 for k, v in report.copy_gbps.items()))
     print(format_table(report.rows))
+    if report.device_copy_gbps:
+        print(format_comparison(report.rows, report.device_copy_gbps))
     print(_summary(report))
     print(f"CSV written to {os.path.abspath(write_csv(report.rows, str(csv_path)))}")
+    if json_path is not None:
+        command = "python -m layernorm_tutorial.bench " + " ".join(argv or sys.argv[1:])
+        write_text_atomically(json_path, report_json(report, command))
+        print(f"JSON written to {os.path.abspath(json_path)}")
     return 0
 
 

@@ -222,7 +222,7 @@ def test_sixteen_bit_accumulator_stalls_where_float32_does_not():
 def test_source_excerpt_cuts_between_markers():
     text = excerpt(layer_norm_fwd_kernel, "if ROW_FITS_BLOCK:", "else:")
     assert text.startswith("if ROW_FITS_BLOCK:")
-    assert "tl.where(mask, x - mean, 0.0)" in text and "for start" not in text
+    assert "tl.where(mask, x - mean[:, None], 0.0)" in text and "for start" not in text
     with pytest.raises(ValueError, match="start"):
         excerpt(layer_norm_fwd_kernel, "no such line")
 
@@ -319,3 +319,33 @@ def test_double_backward_path_passes_gradcheck_in_float64():
                               dy.detach())
     for a, r in zip(differentiable_backward(dy, x, w, 1e-5), ref, strict=True):
         torch.testing.assert_close(a, r)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [5, 100, 1000])
+def test_several_rows_per_program_with_a_partial_last_tile(n, dtype):
+    # Short rows are processed ROWS at a time (launch_config); 7 rows leave the last tile
+    # partly empty in both kernels, and the backward's programs share uneven row blocks.
+    from layernorm_tutorial.triton_kernels import ops
+
+    for kernel in ("forward", "backward"):
+        _, _, rows, fits = ops.launch_config(n, ops.MAX_BLOCK_N, kernel)
+        assert fits and rows > 1 and 7 % rows != 0
+    x, w, b, dy = _make((7, n), (n,), dtype, seed=n)
+    _check_against_torch(x, (n,), w, b, dy)
+
+
+@pytest.mark.parametrize("with_weight,with_bias", [(False, False), (True, False), (False, True)])
+def test_weight_bias_variants_on_multi_row_tiles_and_chunks(with_weight, with_bias):
+    # Every (HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB) of the one dgamma/dbeta reduction launch,
+    # on the multi-row path and on the chunked path.
+    x, w, b, dy = _make((5, 300), (300,), torch.float32, with_weight, with_bias, seed=15)
+    _check_against_torch(x, (300,), w, b, dy)
+    _, mean, rstd = layer_norm_forward(x, w, b)
+    whole = layer_norm_backward(dy, x, w, mean, rstd, compute_db=with_bias)
+    chunks = layer_norm_backward(dy, x, w, mean, rstd, compute_db=with_bias, max_block_n=128,
+                                 num_programs=3)
+    for a, r in zip(chunks, whole, strict=True):
+        assert (a is None) == (r is None)
+        if a is not None:
+            torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-5)

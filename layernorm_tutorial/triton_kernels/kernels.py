@@ -5,10 +5,11 @@ whether Triton compiles for a GPU or runs in its CPU interpreter.
 
 Layout: the input is viewed as a matrix ``X`` of shape ``(M, N)``; row ``i`` is one sample's
 ``N = prod(normalized_shape)`` features, with elements ``X[i * stride + j]`` (the last
-dimension is contiguous). A program handles whole rows. ``BLOCK_N`` is a power of two (Triton
-blocks must be); when ``N < BLOCK_N`` the lanes ``j >= N`` are padding and every reduction
-must ignore them. When ``N > BLOCK_N`` (``ROW_FITS_BLOCK`` False) a row is walked in
-``ceil(N / BLOCK_N)`` chunks.
+dimension is contiguous). A program handles whole rows, ``ROWS`` of them at a time (a
+``(ROWS, BLOCK_N)`` tile: several short rows per step keep enough bytes in flight).
+``BLOCK_N`` is a power of two (Triton blocks must be); when ``N < BLOCK_N`` the lanes
+``j >= N`` are padding and every reduction must ignore them. When ``N > BLOCK_N``
+(``ROW_FITS_BLOCK`` False) a row is walked in ``ceil(N / BLOCK_N)`` chunks, one row at a time.
 
 All statistics and reductions are accumulated in float32 whatever the input dtype.
 """
@@ -29,34 +30,51 @@ def layer_norm_fwd_kernel(
     Rstd,  # pointer to the per-row 1 / sqrt(var + eps) (M,), float32, written here
     stride_x,  # elements between the starts of consecutive rows of X
     stride_y,  # elements between the starts of consecutive rows of Y
+    M,  # number of rows
     N,  # number of features in a row
     eps,  # added to the variance under the square root
     HAS_WEIGHT: tl.constexpr,  # multiply by gamma
     HAS_BIAS: tl.constexpr,  # add beta
-    BLOCK_N: tl.constexpr,  # lanes per block, a power of two
-    ROW_FITS_BLOCK: tl.constexpr,  # N <= BLOCK_N: the row is held in registers
+    BLOCK_N: tl.constexpr,  # lanes per row block, a power of two
+    ROWS: tl.constexpr,  # rows per program (a power of two; 1 unless rows are short)
+    ROW_FITS_BLOCK: tl.constexpr,  # N <= BLOCK_N: the rows are held in registers
 ):
-    """y = (x - mean) * rstd * w + b for one row; saves mean and rstd (float32)."""
-    row = tl.program_id(0).to(tl.int64)  # int64: row * stride may exceed 2**31
-    X += row * stride_x
-    Y += row * stride_y
+    """y = (x - mean) * rstd * w + b for rows ROWS*pid ... ROWS*pid + ROWS - 1; saves mean
+    and rstd (float32)."""
+    pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     if ROW_FITS_BLOCK:
-        # The whole row is loaded once and stays in registers for both passes.
-        mask = cols < N
-        x = tl.load(X + cols, mask=mask, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=0) / N  # padding lanes hold 0: they do not change the sum
-        # Padding lanes would hold 0 - mean: force them to 0 before squaring (triton #9838).
-        xc = tl.where(mask, x - mean, 0.0)
-        var = tl.sum(xc * xc, axis=0) / N
-        rstd = 1.0 / tl.sqrt(var + eps)
-        y = xc * rstd
+        rows = pid * ROWS + tl.arange(0, ROWS)
+        row_mask = rows < M
+        col_mask = cols < N
+        mask = row_mask[:, None] & col_mask[None, :]
+        # gamma and beta first: their loads overlap the row's instead of waiting behind the
+        # two reductions (a serialized round trip to L2 at the end).
         if HAS_WEIGHT:
-            y = y * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
         if HAS_BIAS:
-            y = y + tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(Y + cols, y.to(Y.dtype.element_ty), mask=mask)
+            b = tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)
+        rows64 = rows.to(tl.int64)  # int64: row * stride may exceed 2**31
+        x = tl.load(X + rows64[:, None] * stride_x + cols[None, :], mask=mask,
+                    other=0.0).to(tl.float32)
+        mean = tl.sum(x, axis=1) / N  # padding lanes hold 0: they do not change the sum
+        # Padding lanes would hold 0 - mean: force them to 0 before squaring (triton #9838).
+        xc = tl.where(mask, x - mean[:, None], 0.0)
+        var = tl.sum(xc * xc, axis=1) / N
+        rstd = 1.0 / tl.sqrt(var + eps)
+        y = xc * rstd[:, None]
+        if HAS_WEIGHT:
+            y = y * w[None, :]
+        if HAS_BIAS:
+            y = y + b[None, :]
+        tl.store(Y + rows64[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty),
+                 mask=mask)
+        tl.store(Mean + rows, mean, mask=row_mask)
+        tl.store(Rstd + rows, rstd, mask=row_mask)
     else:
+        row = pid.to(tl.int64)
+        X += row * stride_x
+        Y += row * stride_y
         # Pass 1: the mean, chunk by chunk (per-lane partial sums, one tree sum at the end).
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for start in range(0, N, BLOCK_N):
@@ -76,15 +94,19 @@ def layer_norm_fwd_kernel(
         for start in range(0, N, BLOCK_N):
             c = start + cols
             m = c < N
+            if HAS_WEIGHT:
+                w = tl.load(W + c, mask=m, other=0.0).to(tl.float32)
+            if HAS_BIAS:
+                b = tl.load(B + c, mask=m, other=0.0).to(tl.float32)
             x = tl.load(X + c, mask=m, other=0.0).to(tl.float32)
             y = (x - mean) * rstd
             if HAS_WEIGHT:
-                y = y * tl.load(W + c, mask=m, other=0.0).to(tl.float32)
+                y = y * w
             if HAS_BIAS:
-                y = y + tl.load(B + c, mask=m, other=0.0).to(tl.float32)
+                y = y + b
             tl.store(Y + c, y.to(Y.dtype.element_ty), mask=m)
-    tl.store(Mean + row, mean)
-    tl.store(Rstd + row, rstd)
+        tl.store(Mean + row, mean)
+        tl.store(Rstd + row, rstd)
 
 
 @triton.jit
@@ -119,8 +141,7 @@ def layer_norm_bwd_kernel(
     W,  # pointer to gamma (N,); unused when HAS_WEIGHT is False
     Mean,  # pointer to the per-row means saved by the forward (M,), float32
     Rstd,  # pointer to the per-row rstd saved by the forward (M,), float32
-    PartialDW,  # float32 (num_programs, N): one row of partial dgamma per program
-    PartialDB,  # float32 (num_programs, N): one row of partial dbeta per program
+    Partial,  # float32 (2, num_programs, N): partial dgamma (slab 0) and dbeta (slab 1)
     stride_x,  # elements between the starts of consecutive rows of X
     stride_dy,  # ... of DY
     stride_dx,  # ... of DX
@@ -129,54 +150,62 @@ def layer_norm_bwd_kernel(
     HAS_WEIGHT: tl.constexpr,  # the forward multiplied by gamma
     COMPUTE_DW: tl.constexpr,  # write partial dgamma
     COMPUTE_DB: tl.constexpr,  # write partial dbeta
-    BLOCK_N: tl.constexpr,  # lanes per block, a power of two
-    ROW_FITS_BLOCK: tl.constexpr,  # N <= BLOCK_N: the row is held in registers
+    BLOCK_N: tl.constexpr,  # lanes per row block, a power of two
+    ROWS: tl.constexpr,  # rows per step (a power of two; 1 unless rows are short)
+    ROW_FITS_BLOCK: tl.constexpr,  # N <= BLOCK_N: the rows are held in registers
 ):
-    """dx for rows pid, pid + P, pid + 2P, ... and this program's partial sums of dw, db.
+    """dx for row blocks pid, pid + P, pid + 2P, ... and this program's partial dw, db.
 
     With xhat = (x - mean) * rstd and wdy = w * dy (elementwise, one row):
         c1 = mean(xhat * wdy),  c2 = mean(wdy),  dx = (wdy - (xhat * c1 + c2)) * rstd
         partial dw += dy * xhat,  partial db += dy      (summed over this program's rows)
-    Program ``pid`` owns row ``pid`` of the partial buffers and writes all of it (zeros when
+    Program ``pid`` owns row ``pid`` of each partial slab and writes all of it (zeros when
     it received no rows), so no other program touches it: no atomics, no locks, and the
-    order of every floating-point addition is fixed.
+    order of every floating-point addition is fixed. gamma is reloaded at every step (an L1
+    or L2 hit) instead of held in registers for the whole loop: the registers it would take
+    decide whether two programs fit on a multiprocessor.
     """
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
-    PartialDW += pid.to(tl.int64) * N
-    PartialDB += pid.to(tl.int64) * N
+    PartialDW = Partial + pid.to(tl.int64) * N
+    PartialDB = Partial + (num_programs + pid).to(tl.int64) * N
     if ROW_FITS_BLOCK:
-        mask = cols < N
-        if HAS_WEIGHT:
-            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-        dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for row in range(pid, M, num_programs):
-            row64 = tl.cast(row, tl.int64)
-            x = tl.load(X + row64 * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(DY + row64 * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
-            mean = tl.load(Mean + row64)
-            rstd = tl.load(Rstd + row64)
-            xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+        col_mask = cols < N
+        dw_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+        db_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+        for block in range(pid, tl.cdiv(M, ROWS), num_programs):
+            rows = block * ROWS + tl.arange(0, ROWS)
+            row_mask = rows < M
+            mask = row_mask[:, None] & col_mask[None, :]
+            rows64 = rows.to(tl.int64)
+            x = tl.load(X + rows64[:, None] * stride_x + cols[None, :], mask=mask,
+                        other=0.0).to(tl.float32)
+            dy = tl.load(DY + rows64[:, None] * stride_dy + cols[None, :], mask=mask,
+                         other=0.0).to(tl.float32)
+            mean = tl.load(Mean + rows, mask=row_mask, other=0.0)
+            rstd = tl.load(Rstd + rows, mask=row_mask, other=0.0)
+            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
             if HAS_WEIGHT:
-                wdy = w * dy
+                w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+                wdy = w[None, :] * dy
             else:
                 wdy = dy
-            c1 = tl.sum(xhat * wdy, axis=0) / N
-            c2 = tl.sum(wdy, axis=0) / N
-            dx = (wdy - (xhat * c1 + c2)) * rstd
-            tl.store(DX + row64 * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
+            c1 = tl.sum(xhat * wdy, axis=1) / N
+            c2 = tl.sum(wdy, axis=1) / N
+            dx = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
+            tl.store(DX + rows64[:, None] * stride_dx + cols[None, :],
+                     dx.to(DX.dtype.element_ty), mask=mask)
             if COMPUTE_DW:
                 dw_acc += dy * xhat
             if COMPUTE_DB:
                 db_acc += dy
         if COMPUTE_DW:
-            tl.store(PartialDW + cols, dw_acc, mask=mask)
+            tl.store(PartialDW + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
         if COMPUTE_DB:
-            tl.store(PartialDB + cols, db_acc, mask=mask)
+            tl.store(PartialDB + cols, tl.sum(db_acc, axis=0), mask=col_mask)
     else:
-        # Long rows: the partial sums live in this program's row of the float32 buffers
+        # Long rows: the partial sums live in this program's row of the float32 slabs
         # (read-modify-write, private to this program), which is zeroed first.
         for start in range(0, N, BLOCK_N):
             c = start + cols
@@ -200,7 +229,8 @@ def layer_norm_bwd_kernel(
                 sum_wdy += wdy
             c1 = tl.sum(sum_xhat_wdy, axis=0) / N
             c2 = tl.sum(sum_wdy, axis=0) / N
-            # Pass 2: dx, and this row's contribution to the partial dw, db.
+            # Pass 2 (the row is re-read, mostly from L2): dx, and this row's contribution
+            # to the partial dw, db.
             for start in range(0, N, BLOCK_N):
                 c = start + cols
                 m = c < N
@@ -217,22 +247,40 @@ def layer_norm_bwd_kernel(
 
 
 @triton.jit
-def sum_rows_kernel(
-    Partial,  # pointer to the float32 partial sums (G, N), contiguous
-    Out,  # pointer to the column sums (N,), in the parameter's dtype
-    G,  # number of partial rows
+def sum_partials_kernel(
+    Partial,  # pointer to the float32 partial sums (2, G, N), contiguous
+    OutW,  # pointer to dgamma (N,), the weight's dtype; unused when COMPUTE_DW is False
+    OutB,  # pointer to dbeta (N,), the bias's dtype; unused when COMPUTE_DB is False
+    G,  # number of partial rows per slab
     N,  # number of columns
+    COMPUTE_DW: tl.constexpr,  # reduce slab 0 into OutW
+    COMPUTE_DB: tl.constexpr,  # reduce slab 1 into OutB
     BLOCK_G: tl.constexpr,  # partial rows added per step
     BLOCK_N: tl.constexpr,  # columns per program
 ):
-    """Out[j] = sum_g Partial[g, j] for the BLOCK_N columns of this program, in fixed order."""
+    """Column sums of both slabs in one launch: programs ``0 .. cdiv(N, BLOCK_N) - 1`` sum
+    slab 0 into dgamma, the next as many slab 1 into dbeta (when only one is asked for, all
+    programs work on it). Every column is summed in the same fixed order: deterministic."""
     pid = tl.program_id(0)
-    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    per_slab = tl.cdiv(N, BLOCK_N)
+    if COMPUTE_DW and COMPUTE_DB:
+        slab = pid // per_slab
+    elif COMPUTE_DW:
+        slab = pid * 0
+    else:
+        slab = pid * 0 + 1
+    cols = (pid % per_slab) * BLOCK_N + tl.arange(0, BLOCK_N)
+    base = Partial + slab.to(tl.int64) * G * N
     acc = tl.zeros([BLOCK_G, BLOCK_N], dtype=tl.float32)
     for start in range(0, G, BLOCK_G):
         rows = start + tl.arange(0, BLOCK_G)
         mask = (rows[:, None] < G) & (cols[None, :] < N)
-        acc += tl.load(Partial + rows[:, None].to(tl.int64) * N + cols[None, :], mask=mask,
+        acc += tl.load(base + rows[:, None].to(tl.int64) * N + cols[None, :], mask=mask,
                        other=0.0)
     total = tl.sum(acc, axis=0)
-    tl.store(Out + cols, total.to(Out.dtype.element_ty), mask=cols < N)
+    if slab == 0:
+        if COMPUTE_DW:
+            tl.store(OutW + cols, total.to(OutW.dtype.element_ty), mask=cols < N)
+    else:
+        if COMPUTE_DB:
+            tl.store(OutB + cols, total.to(OutB.dtype.element_ty), mask=cols < N)

@@ -8,6 +8,7 @@ semantics of ``torch.nn.functional.layer_norm`` and is differentiable.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -16,13 +17,21 @@ import triton
 from .._validation import check_layer_norm_args, compute_dtype
 from ..autograd import normalization_backward
 from ..functional import standardize
-from .kernels import layer_norm_bwd_kernel, layer_norm_fwd_kernel, sum_rows_kernel
+from .kernels import layer_norm_bwd_kernel, layer_norm_fwd_kernel, sum_partials_kernel
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK_N = 16384  # forward: longest row kept in registers; longer rows are walked in chunks
-MAX_BLOCK_N_BACKWARD = 8192  # backward: five row-sized blocks; 16384 spills (see aot)
+MAX_BLOCK_N_BACKWARD = 8192  # backward: rows and two accumulators; 16384 spills (see aot)
 CHUNK_BLOCK_N = 8192  # rows longer than the cap are walked in chunks of at most this many
-REDUCE_BLOCK_G, REDUCE_BLOCK_N = 32, 128  # tile of the dgamma/dbeta column reduction
+# Short rows: a program takes ROWS rows per step so that a step covers at least this many
+# elements (bytes in flight, see ``roofline``).
+FORWARD_TILE, BACKWARD_TILE = 4096, 4096
+MAX_ROWS = 16
+ELEMENTS_PER_THREAD = 16  # forward and backward: warps = tile / (32 * this), 1 to MAX_WARPS
+MAX_WARPS = 16  # forward
+MAX_WARPS_BACKWARD = 8  # backward: more warps than 8 did not fit more programs per SM
+BACKWARD_PROGRAMS_PER_SM = 2  # at most: more programs mean more partial rows to write/read
+REDUCE_BLOCK_G = 32  # partial rows added per step of the dgamma/dbeta reduction
 REDUCE_NUM_WARPS = 4  # warps per program of the column reduction
 # The interpreter runs programs one after another in Python: fewer, wider tiles are faster.
 INTERPRETER_REDUCE_BLOCK_N = 4096
@@ -34,32 +43,79 @@ def block_size(n: int, max_block_n: int = MAX_BLOCK_N) -> int:
     return min(triton.next_power_of_2(max(n, 1)), max_block_n)
 
 
-def num_warps_for(block_n: int) -> int:
-    """Warps per program: about 256 elements per warp, between 1 and 16 (not tuned on a GPU)."""
-    return min(max(block_n // 256, 1), 16)
+def num_warps_for(elements: int, max_warps: int = MAX_WARPS) -> int:
+    """Warps per program for a tile of ``elements``: ``ELEMENTS_PER_THREAD`` elements per
+    thread, between 1 and ``max_warps``."""
+    return min(max(elements // (32 * ELEMENTS_PER_THREAD), 1), max_warps)
 
 
-def launch_config(n: int, max_block_n: int) -> tuple[int, int, bool]:
-    """``(BLOCK_N, num_warps, ROW_FITS_BLOCK)`` for rows of ``n`` elements, block capped at
-    ``max_block_n``: the one rule both launchers (and the ahead-of-time compile test) use.
+def launch_config(n: int, max_block_n: int, kernel: str = "forward") -> tuple[int, int, int, bool]:
+    """``(BLOCK_N, num_warps, ROWS, ROW_FITS_BLOCK)`` for rows of ``n`` elements, block
+    capped at ``max_block_n``: the one rule the launchers (and the ahead-of-time compile)
+    use.
 
-    A row of up to ``max_block_n`` elements is held in one block; a longer one is walked in
-    chunks of ``min(max_block_n, CHUNK_BLOCK_N)`` lanes (16384-lane chunks spill registers
-    on sm_90, see ``aot``)."""
+    A row of up to ``max_block_n`` elements is held in one block, ``ROWS`` rows at a time
+    when rows are short (a ``ROWS x BLOCK_N`` tile of at least ``FORWARD_TILE`` or
+    ``BACKWARD_TILE`` elements); a longer row is walked alone in chunks of
+    ``min(max_block_n, CHUNK_BLOCK_N)`` lanes (16384-lane chunks spill registers on sm_90,
+    see ``aot``)."""
+    if kernel not in ("forward", "backward"):
+        raise ValueError(f"kernel: expected 'forward' or 'backward', got {kernel!r}")
+    tile = FORWARD_TILE if kernel == "forward" else BACKWARD_TILE
+    max_warps = MAX_WARPS if kernel == "forward" else MAX_WARPS_BACKWARD
     if n <= max_block_n:
         block_n = block_size(n, max_block_n)
+        rows = min(max(tile // block_n, 1), MAX_ROWS)
     else:
-        block_n = min(max_block_n, CHUNK_BLOCK_N)
-    return block_n, num_warps_for(block_n), n <= block_n
+        block_n, rows = min(max_block_n, CHUNK_BLOCK_N), 1
+    return block_n, num_warps_for(rows * block_n, max_warps), rows, n <= block_n
 
 
-def backward_programs(m: int, device: torch.device) -> int:
-    """How many programs share the rows in the backward: one per SM on a GPU, at most ``m``."""
-    if device.type == "cuda":
-        target = torch.cuda.get_device_properties(device).multi_processor_count
-    else:
-        target = INTERPRETER_PROGRAMS
-    return max(1, min(m, target))
+def device_limits(device: torch.device) -> dict:
+    """Per-multiprocessor limits of a CUDA ``device`` (the keys of ``resources.SM_LIMITS``)."""
+    from .resources import SM_LIMITS
+
+    props = torch.cuda.get_device_properties(device)
+    base = dict(SM_LIMITS["sm_80" if props.major < 9 else "sm_90"])
+    base.update(gpu=props.name, multiprocessors=props.multi_processor_count)
+    for key, attr in (("registers", "regs_per_multiprocessor"),
+                      ("shared_bytes", "shared_memory_per_multiprocessor")):
+        value = getattr(props, attr, None)
+        if value:
+            base[key] = int(value)
+    threads = getattr(props, "max_threads_per_multi_processor", None)
+    if threads:
+        base["max_warps"] = int(threads) // 32
+    return base
+
+
+_RESIDENT_CACHE: dict = {}
+
+
+def resident_programs(kernel, args: tuple, kwargs: dict, num_warps: int,
+                      device: torch.device) -> int:
+    """How many programs of ``kernel`` (with these arguments and constants) fit on one
+    multiprocessor of ``device``: compiled first (``warmup``), then registers per thread and
+    shared memory per program go through ``resources.occupancy``, the rule the ahead-of-time
+    table uses."""
+    from .resources import occupancy_for_limits
+
+    key = (kernel.fn.__name__, device.index, num_warps,
+           tuple(sorted((k, v) for k, v in kwargs.items())),
+           tuple(a.dtype if isinstance(a, torch.Tensor) else type(a) for a in args))
+    if key not in _RESIDENT_CACHE:
+        try:
+            compiled = kernel.warmup(*args, grid=(1,), num_warps=num_warps, **kwargs)
+            compiled._init_handles()
+            registers, shared = compiled.n_regs, compiled.metadata.shared
+        except Exception as exc:  # a Triton without this API: one program per SM, said once
+            warnings.warn(f"could not read the compiled kernel's resources ({exc}); "
+                          "launching one backward program per multiprocessor", stacklevel=3)
+            _RESIDENT_CACHE[key] = 1
+            return 1
+        _RESIDENT_CACHE[key] = occupancy_for_limits(registers, num_warps, shared,
+                                                    device_limits(device))["programs"]
+    return _RESIDENT_CACHE[key]
 
 
 def _rows_view(t: torch.Tensor, m: int, n: int) -> torch.Tensor:
@@ -73,13 +129,14 @@ def _rows_view(t: torch.Tensor, m: int, n: int) -> torch.Tensor:
 def layer_norm_forward(x2d: torch.Tensor, weight: torch.Tensor | None,
                        bias: torch.Tensor | None, eps: float = 1e-5, *,
                        out: torch.Tensor | None = None, mean: torch.Tensor | None = None,
-                       rstd: torch.Tensor | None = None, max_block_n: int = MAX_BLOCK_N):
+                       rstd: torch.Tensor | None = None, max_block_n: int = MAX_BLOCK_N,
+                       config: tuple[int, int, int, bool] | None = None):
     """Normalize each row of ``x2d`` (M, N): returns ``(y (M, N), mean (M,), rstd (M,))``.
 
     ``mean`` and ``rstd = 1 / sqrt(var + eps)`` are float32 whatever the input dtype; ``y``
     has the input's dtype. ``weight`` and ``bias`` are (N,) or None. Pass ``out``, ``mean``,
     ``rstd`` to reuse buffers; ``max_block_n`` (a power of two) lets tests force the chunked
-    path on short rows.
+    path on short rows; ``config`` overrides ``launch_config`` (tuning runs).
     """
     m, n = x2d.shape
     if x2d.stride(1) != 1 and n > 1:
@@ -89,27 +146,58 @@ def layer_norm_forward(x2d: torch.Tensor, weight: torch.Tensor | None,
     rstd = torch.empty(m, dtype=torch.float32, device=x2d.device) if rstd is None else rstd
     if m == 0 or n == 0:
         return y, mean.fill_(float("nan")), rstd.fill_(float("nan"))
-    block_n, num_warps, row_fits_block = launch_config(n, max_block_n)
-    layer_norm_fwd_kernel[(m,)](
+    block_n, num_warps, rows, row_fits_block = config or launch_config(n, max_block_n)
+    grid = (triton.cdiv(m, rows) if row_fits_block else m,)
+    layer_norm_fwd_kernel[grid](
         x2d, y, weight if weight is not None else x2d, bias if bias is not None else x2d,
-        mean, rstd, x2d.stride(0), y.stride(0), n, eps,
+        mean, rstd, x2d.stride(0), y.stride(0), m, n, eps,
         HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, ROW_FITS_BLOCK=row_fits_block, num_warps=num_warps,
+        BLOCK_N=block_n, ROWS=rows if row_fits_block else 1, ROW_FITS_BLOCK=row_fits_block,
+        num_warps=num_warps,
     )
     return y, mean, rstd
 
 
-def sum_partials(partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Column sums of a float32 (G, N) buffer, in a fixed order, cast to ``dtype``."""
-    g, n = partial.shape
-    out = torch.empty(n, dtype=dtype, device=partial.device)
-    if n == 0:
-        return out
-    block_n = REDUCE_BLOCK_N if partial.device.type == "cuda" else INTERPRETER_REDUCE_BLOCK_N
-    grid = (triton.cdiv(n, block_n),)
-    sum_rows_kernel[grid](partial, out, g, n, BLOCK_G=REDUCE_BLOCK_G, BLOCK_N=block_n,
-                          num_warps=REDUCE_NUM_WARPS)
-    return out
+def reduce_block_n(n: int, slabs: int, device: torch.device) -> int:
+    """Columns per program of the dgamma/dbeta reduction: narrow enough that the launch has
+    about two programs per multiprocessor (16 to 128 columns); wide under the interpreter."""
+    if device.type != "cuda":
+        return INTERPRETER_REDUCE_BLOCK_N
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    per_program = max(slabs * n // (2 * sms), 1)
+    return min(max(1 << (per_program.bit_length() - 1), 16), 128)
+
+
+def sum_partials(partial: torch.Tensor, dw: torch.Tensor | None, db: torch.Tensor | None,
+                 block_n: int | None = None) -> None:
+    """Column sums of the float32 slabs ``partial`` (2, G, N) into ``dw`` (slab 0) and ``db``
+    (slab 1), each (N,) or None, in one launch and a fixed order."""
+    _, g, n = partial.shape
+    slabs = (dw is not None) + (db is not None)
+    if n == 0 or slabs == 0:
+        return
+    block_n = block_n or reduce_block_n(n, slabs, partial.device)
+    grid = (slabs * triton.cdiv(n, block_n),)
+    sum_partials_kernel[grid](partial, dw if dw is not None else partial,
+                              db if db is not None else partial, g, n,
+                              COMPUTE_DW=dw is not None, COMPUTE_DB=db is not None,
+                              BLOCK_G=REDUCE_BLOCK_G, BLOCK_N=block_n,
+                              num_warps=REDUCE_NUM_WARPS)
+
+
+def backward_programs(m: int, rows: int, device: torch.device, resident: int = 1,
+                      per_sm: int = BACKWARD_PROGRAMS_PER_SM) -> int:
+    """How many programs share the rows in the backward: on a GPU, ``resident`` (programs
+    that fit on one multiprocessor, from the compiled resources) but at most ``per_sm`` per
+    multiprocessor, times the multiprocessors; never more than the ``ceil(m / rows)`` row
+    blocks. Under the interpreter, ``INTERPRETER_PROGRAMS``."""
+    blocks = triton.cdiv(m, rows)
+    if device.type == "cuda":
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        target = sms * max(1, min(resident, per_sm))
+    else:
+        target = INTERPRETER_PROGRAMS
+    return max(1, min(blocks, target))
 
 
 def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
@@ -117,13 +205,17 @@ def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Ten
                         compute_db: bool = True, dx: torch.Tensor | None = None,
                         bias_dtype: torch.dtype | None = None,
                         num_programs: int | None = None,
-                        max_block_n: int = MAX_BLOCK_N_BACKWARD):
+                        max_block_n: int = MAX_BLOCK_N_BACKWARD,
+                        config: tuple[int, int, int, bool] | None = None,
+                        per_sm: int = BACKWARD_PROGRAMS_PER_SM):
     """Gradients of LayerNorm for rows (M, N): returns ``(dx, dweight or None, dbias or None)``.
 
     ``dx`` has the input's dtype; ``dweight``/``dbias`` (N,) are reduced in float32 and cast
     to the parameter's dtype (``dbias``: ``bias_dtype``, by default the weight's dtype, or the
     input's when ``weight`` is None). ``num_programs`` overrides how many programs share the
-    rows (tests use more programs than rows).
+    rows (tests use more programs than rows); ``config`` overrides ``launch_config`` and
+    ``per_sm`` the cap on programs per multiprocessor (tuning runs). Two launches: the
+    backward kernel, then one reduction for both dweight and dbias.
     """
     m, n = x2d.shape
     for name, t in (("x2d", x2d), ("dy2d", dy2d)):
@@ -136,19 +228,34 @@ def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Ten
         zeros = torch.zeros(n, dtype=param_dtype, device=x2d.device)
         return (dx, zeros if compute_dw else None,
                 zeros.to(bias_dtype or param_dtype) if compute_db else None)
-    programs = num_programs or backward_programs(m, x2d.device)
-    f32 = dict(dtype=torch.float32, device=x2d.device)
-    partial_dw = torch.empty((programs, n), **f32) if compute_dw else rstd
-    partial_db = torch.empty((programs, n), **f32) if compute_db else rstd
-    block_n, num_warps, row_fits_block = launch_config(n, max_block_n)
+    block_n, num_warps, rows, row_fits_block = config or launch_config(n, max_block_n,
+                                                                      "backward")
+    rows = rows if row_fits_block else 1
+    constants = dict(HAS_WEIGHT=weight is not None, COMPUTE_DW=compute_dw,
+                     COMPUTE_DB=compute_db, BLOCK_N=block_n, ROWS=rows,
+                     ROW_FITS_BLOCK=row_fits_block)
+    w_arg = weight if weight is not None else x2d
+    programs = num_programs
+    if programs is None:
+        resident = 1
+        if x2d.device.type == "cuda":
+            probe = torch.empty((2, 1, n), dtype=torch.float32, device=x2d.device)
+            resident = resident_programs(
+                layer_norm_bwd_kernel, (dx, dy2d, x2d, w_arg, mean, rstd, probe,
+                                        x2d.stride(0), dy2d.stride(0), dx.stride(0), m, n),
+                constants, num_warps, x2d.device)
+        programs = backward_programs(m, rows, x2d.device, resident, per_sm)
+    slabs = compute_dw or compute_db
+    partial = torch.empty((2, programs, n) if slabs else (2, 1, 1), dtype=torch.float32,
+                          device=x2d.device)
     layer_norm_bwd_kernel[(programs,)](
-        dx, dy2d, x2d, weight if weight is not None else x2d, mean, rstd,
-        partial_dw, partial_db, x2d.stride(0), dy2d.stride(0), dx.stride(0), m, n,
-        HAS_WEIGHT=weight is not None, COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db,
-        BLOCK_N=block_n, ROW_FITS_BLOCK=row_fits_block, num_warps=num_warps,
-    )
-    dweight = sum_partials(partial_dw, param_dtype) if compute_dw else None
-    dbias = sum_partials(partial_db, bias_dtype or param_dtype) if compute_db else None
+        dx, dy2d, x2d, w_arg, mean, rstd, partial, x2d.stride(0), dy2d.stride(0),
+        dx.stride(0), m, n, num_warps=num_warps, **constants)
+    dweight = torch.empty(n, dtype=param_dtype, device=x2d.device) if compute_dw else None
+    dbias = (torch.empty(n, dtype=bias_dtype or param_dtype, device=x2d.device)
+             if compute_db else None)
+    if slabs:
+        sum_partials(partial, dweight, dbias)
     return dx, dweight, dbias
 
 

@@ -64,7 +64,13 @@ def occupancy(registers: int, num_warps: int, shared_bytes: int, target: str) ->
 
     ``programs`` is the smallest of the four limits (registers, warps, shared memory,
     blocks), ``limit`` names the binding one, ``occupancy`` = resident warps / max warps."""
-    lim = SM_LIMITS[target]
+    return occupancy_for_limits(registers, num_warps, shared_bytes, SM_LIMITS[target])
+
+
+def occupancy_for_limits(registers: int, num_warps: int, shared_bytes: int,
+                         lim: dict) -> dict:
+    """``occupancy`` for explicit per-multiprocessor limits ``lim`` (the keys of
+    ``SM_LIMITS``; the launcher passes those of the GPU it runs on)."""
     per_warp = math.ceil(registers * 32 / REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
     bounds = {
         "registers": lim["registers"] // (per_warp * num_warps),
