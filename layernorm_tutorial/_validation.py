@@ -265,3 +265,37 @@ def check_layer_norm_args(input, normalized_shape, weight, bias, eps):
     check_param(bias, "bias", shape)
     check_param_dtypes("layer_norm", input, weight=weight, bias=bias)
     return shape, as_eps(eps)
+
+
+def check_dyt_args(input, alpha, weight, bias) -> tuple[int, ...]:
+    """All argument checks of ``dyt`` (functional and hand-derived autograd).
+
+    ``alpha`` is a real number (not a bool) or a one-element floating-point tensor;
+    ``weight`` and ``bias`` are None or tensors of one shared shape that must equal the
+    trailing dimensions of ``input``. Returns that trailing shape (``()`` without
+    parameters)."""
+    check_tensor(input, "input")
+    if isinstance(alpha, torch.Tensor):
+        if not alpha.is_floating_point():
+            raise RuntimeError(f"alpha must have a floating-point dtype, got {alpha.dtype}")
+        if alpha.numel() != 1:
+            raise RuntimeError(f"alpha must hold one value (shape [] or [1]), got shape "
+                               f"{list(alpha.shape)}")
+    elif isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+        raise TypeError(f"alpha must be a real number or a one-element tensor, got {alpha!r}")
+    shape: tuple[int, ...] = ()
+    for name, param in (("weight", weight), ("bias", bias)):
+        if param is None:
+            continue
+        if not isinstance(param, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(param).__name__}")
+        if param.dim() == 0:
+            raise RuntimeError(f"{name} must have at least one dimension, got a 0-d tensor")
+        if shape and tuple(param.shape) != shape:
+            raise RuntimeError(f"Expected bias to have the shape of weight {list(shape)}, "
+                               f"but got bias of shape {list(param.shape)}")
+        shape = tuple(param.shape)
+    if shape:
+        check_normalized_shape(input, shape)
+    check_param_dtypes("dyt", input, weight=weight, bias=bias)
+    return shape

@@ -33,14 +33,20 @@ import torch
 from . import functional
 from ._validation import (
     as_eps,
+    as_shape,
     check_batch_norm_args,
+    check_dyt_args,
     check_layer_norm_args,
+    check_normalized_shape,
+    check_param,
+    check_tensor,
     compute_dtype,
 )
 from .running_stats import update_running_stats
 
-__all__ = ["LayerNormFunction", "BatchNormFunction", "layer_norm", "batch_norm",
-           "normalization_backward"]
+__all__ = ["LayerNormFunction", "BatchNormFunction", "RMSNormFunction", "DyTFunction",
+           "layer_norm", "batch_norm", "rms_norm", "dyt", "normalization_backward",
+           "rms_norm_backward", "dyt_backward"]
 
 
 def normalization_backward(dout, norm, rstd, weight, dims):
@@ -173,3 +179,132 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,
                                      training, momentum, eps)
     return BatchNormFunction.apply(input, running_mean, running_var, weight, bias,
                                    bool(training), momentum, as_eps(eps))
+
+
+# ------------------------------------------------------------------------------ RMS norm
+def rms_norm_backward(dout, norm, rstd, weight, dims):
+    r"""Closed-form input gradient of RMS norm :math:`y = \gamma \odot x\,r`,
+    :math:`r = 1/\sqrt{\mathrm{mean}(x^2) + \epsilon}`, :math:`\hat x = x r`:
+
+    .. math:: dx = r\,\big(g - \hat{x}\,\mathrm{mean}(g \odot \hat{x})\big),
+              \qquad g = \gamma \odot dy.
+
+    Layer norm's formula without the ``mean(g)`` term: no mean was subtracted, so only the
+    component of ``g`` along :math:`\hat x` is removed (exact with :math:`\epsilon > 0`).
+    ``dout`` and ``norm`` have the input's shape, ``rstd`` size 1 along ``dims``."""
+    g = dout * weight if weight is not None else dout
+    return (g - norm * (g * norm).mean(dims, keepdim=True)) * rstd
+
+
+def _sum_leading(t, n_leading: int):
+    """Sum over the first ``n_leading`` dims (no-op when there are none)."""
+    return t.sum(tuple(range(n_leading))) if n_leading else t
+
+
+class RMSNormFunction(torch.autograd.Function):
+    """RMS norm over the trailing ``len(normalized_shape)`` dims with the backward of
+    :func:`rms_norm_backward`; twice differentiable like :class:`LayerNormFunction`."""
+
+    @staticmethod
+    def forward(ctx, input, normalized_shape, weight, eps):
+        dims = tuple(range(input.dim() - len(normalized_shape), input.dim()))
+        x = input.to(compute_dtype(input.dtype))
+        eps = torch.finfo(x.dtype).eps if eps is None else eps
+        rstd = torch.rsqrt((x * x).mean(dims, keepdim=True) + eps)   # (*, 1, ..., 1)
+        norm = x * rstd                                               # like input
+        out = norm * weight.to(x.dtype) if weight is not None else norm
+        ctx.save_for_backward(input, weight, norm, rstd)
+        ctx.dims, ctx.eps = dims, eps
+        return out.to(input.dtype)
+
+    @staticmethod
+    def backward(ctx, dout):
+        input, weight, norm, rstd = ctx.saved_tensors
+        dims = ctx.dims
+        if torch.is_grad_enabled():  # create_graph: recompute with a graph back to the input
+            x = input.to(norm.dtype)
+            rstd = torch.rsqrt((x * x).mean(dims, keepdim=True) + ctx.eps)
+            norm = x * rstd
+        g = dout.to(norm.dtype)
+        w = weight.to(norm.dtype) if weight is not None else None
+        dx = dweight = None
+        if ctx.needs_input_grad[0]:
+            dx = rms_norm_backward(g, norm, rstd, w, dims).to(dout.dtype)
+        if weight is not None and ctx.needs_input_grad[2]:
+            dweight = _sum_leading(g * norm, norm.dim() - len(dims)).to(weight.dtype)
+        return dx, None, dweight, None
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """RMS norm with the hand-derived (twice differentiable) backward; signature and eps rule
+    (``None``: machine epsilon of the compute dtype) of ``torch.nn.functional.rms_norm``."""
+    check_tensor(input, "input")
+    shape = as_shape(normalized_shape)
+    check_normalized_shape(input, shape)
+    check_param(weight, "weight", shape)
+    return RMSNormFunction.apply(input, shape, weight, as_eps(eps))
+
+
+# ------------------------------------------------------------------------------ DyT
+def dyt_backward(dout, t, x, alpha, weight, n_leading: int):
+    r"""Gradients of :math:`y = \gamma \odot \tanh(\alpha x) + \beta`, :math:`t = \tanh(\alpha x)`:
+
+    .. math:: dx = dy \odot \gamma\,\alpha\,(1 - t^2), \quad
+              d\alpha = \textstyle\sum dy \odot \gamma \odot x\,(1 - t^2), \quad
+              d\gamma = \textstyle\sum_{\text{rows}} dy \odot t, \quad
+              d\beta = \textstyle\sum_{\text{rows}} dy.
+
+    No reduction couples the elements of a row (each is squashed on its own): ``dx`` is
+    element-wise. Returns ``(dx, dalpha (0-d), dgamma, dbeta)``; ``dgamma`` is None without
+    a weight. ``n_leading`` is the number of batch dims summed for ``dgamma``/``dbeta``."""
+    g = dout * weight if weight is not None else dout
+    slope = 1 - t * t                                              # tanh' at alpha x
+    dx = g * alpha * slope
+    dalpha = (g * x * slope).sum()
+    dweight = _sum_leading(dout * t, n_leading) if weight is not None else None
+    return dx, dalpha, dweight, _sum_leading(dout, n_leading)
+
+
+class DyTFunction(torch.autograd.Function):
+    """:func:`~layernorm_tutorial.functional.dyt` with the backward of :func:`dyt_backward`;
+    twice differentiable (with grad mode on, ``tanh`` is recomputed with a graph)."""
+
+    @staticmethod
+    def forward(ctx, input, alpha, weight, bias):
+        x = input.to(compute_dtype(input.dtype))
+        a = alpha.to(x.dtype).reshape(())
+        t = torch.tanh(a * x)
+        out = t * weight.to(x.dtype) if weight is not None else t
+        if bias is not None:
+            out = out + bias.to(x.dtype)
+        ctx.save_for_backward(input, alpha, weight, t)
+        ctx.n_param_dims = weight.dim() if weight is not None else (
+            bias.dim() if bias is not None else 0)
+        ctx.bias_dtype = bias.dtype if bias is not None else None
+        return out.to(input.dtype)
+
+    @staticmethod
+    def backward(ctx, dout):
+        input, alpha, weight, t = ctx.saved_tensors
+        x = input.to(t.dtype)
+        a = alpha.to(t.dtype).reshape(())
+        if torch.is_grad_enabled():  # create_graph: tanh with a graph back to x and alpha
+            t = torch.tanh(a * x)
+        g = dout.to(t.dtype)
+        w = weight.to(t.dtype) if weight is not None else None
+        dx, dalpha, dweight, dbias = dyt_backward(g, t, x, a, w, t.dim() - ctx.n_param_dims)
+        return (dx.to(dout.dtype) if ctx.needs_input_grad[0] else None,
+                dalpha.reshape(alpha.shape).to(alpha.dtype) if ctx.needs_input_grad[1] else None,
+                dweight.to(weight.dtype) if dweight is not None and ctx.needs_input_grad[2]
+                else None,
+                dbias.to(ctx.bias_dtype) if ctx.bias_dtype is not None
+                and ctx.needs_input_grad[3] else None)
+
+
+def dyt(input, alpha, weight=None, bias=None):
+    """DyT with the hand-derived (twice differentiable) backward; arguments as
+    :func:`layernorm_tutorial.functional.dyt` (a number ``alpha`` gets no gradient)."""
+    check_dyt_args(input, alpha, weight, bias)
+    if not isinstance(alpha, torch.Tensor):
+        alpha = torch.tensor(float(alpha), dtype=compute_dtype(input.dtype))
+    return DyTFunction.apply(input, alpha, weight, bias)

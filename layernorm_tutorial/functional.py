@@ -45,6 +45,7 @@ from ._validation import (
     as_shape,
     check_batch_norm_args,
     check_channels_input,
+    check_dyt_args,
     check_instance_norm_args,
     check_layer_norm_args,
     check_normalized_shape,
@@ -57,7 +58,7 @@ from ._validation import (
 from .running_stats import update_running_stats
 
 __all__ = ["moments", "NormCache", "standardize", "layer_norm_forward", "layer_norm",
-           "batch_norm", "group_norm", "instance_norm", "rms_norm"]
+           "batch_norm", "group_norm", "instance_norm", "rms_norm", "dyt"]
 
 
 def moments(x: torch.Tensor, dims: tuple[int, ...]):
@@ -301,4 +302,29 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     out = x * torch.rsqrt(mean_square + eps)
     if weight is not None:
         out = out * weight.to(x.dtype)
+    return out.to(input.dtype)
+
+
+def dyt(input, alpha, weight=None, bias=None):
+    r"""Dynamic Tanh (Zhu, Chen, He, LeCun and Liu, 2025): an element-wise stand-in for a norm.
+
+    Shapes: ``input`` is ``(*, *S)``; ``alpha`` is a real number or a one-element tensor
+    (a learnable scalar in :class:`~layernorm_tutorial.nn.DynamicTanh`); ``weight`` (gamma)
+    and ``bias`` (beta) are None or of one shape ``S`` equal to the trailing dims of
+    ``input``. Output: shape and dtype of ``input``.
+
+    .. math:: y = \gamma \odot \tanh(\alpha x) + \beta
+
+    No statistics are computed: every element is squashed on its own, so the cost is one
+    pass with no reduction. fp16/bf16 inputs are computed in fp32; parameters must have the
+    input's dtype or fp32 (as :func:`layer_norm`).
+    """
+    check_dyt_args(input, alpha, weight, bias)
+    x = input.to(compute_dtype(input.dtype))
+    a = alpha.to(x.dtype).reshape(()) if isinstance(alpha, torch.Tensor) else float(alpha)
+    out = torch.tanh(a * x)
+    if weight is not None:
+        out = out * weight.to(x.dtype)
+    if bias is not None:
+        out = out + bias.to(x.dtype)
     return out.to(input.dtype)

@@ -14,7 +14,8 @@ from . import functional
 from ._validation import as_int, as_shape
 from .running_stats import momentum_factor
 
-__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "InstanceNorm2d"]
+__all__ = ["LayerNorm", "RMSNorm", "DynamicTanh", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
+           "InstanceNorm2d"]
 
 
 def _register_affine(module: nn.Module, shape, affine: bool, bias: bool | None,
@@ -86,6 +87,40 @@ class RMSNorm(nn.Module):
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}")
+
+
+class DynamicTanh(nn.Module):
+    r"""Dynamic Tanh (DyT, Zhu et al. 2025): ``weight * tanh(alpha * x) + bias``, element-wise.
+
+    Parameters: ``alpha`` of shape ``(1,)`` initialized to ``alpha_init`` (0.5 in the paper
+    for most models), ``weight`` (1s) and ``bias`` (0s) of shape ``normalized_shape`` when
+    ``elementwise_affine`` (``bias=False`` drops the bias). Input ``(*, *normalized_shape)``,
+    output the same. A drop-in for :class:`LayerNorm` that computes no statistics.
+    """
+
+    def __init__(self, normalized_shape, alpha_init: float = 0.5,
+                 elementwise_affine: bool = True, bias: bool = True, device=None, dtype=None):
+        super().__init__()
+        if isinstance(alpha_init, bool) or not isinstance(alpha_init, (int, float)):
+            raise TypeError(f"alpha_init must be a real number, got {alpha_init!r}")
+        factory = {"device": device, "dtype": dtype}
+        self.normalized_shape = as_shape(normalized_shape)
+        self.alpha_init = float(alpha_init)
+        self.elementwise_affine = elementwise_affine
+        self.alpha = nn.Parameter(torch.empty(1, **factory))
+        _register_affine(self, self.normalized_shape, elementwise_affine, bias, factory)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.constant_(self.alpha, self.alpha_init)
+        _reset_affine(self)
+
+    def forward(self, input):
+        return functional.dyt(input, self.alpha, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, alpha_init={self.alpha_init}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class GroupNorm(nn.Module):
