@@ -16,6 +16,9 @@ implementation, shape, dtype and direction:
   composite reads and writes intermediates) simply get a lower effective bandwidth.
 - ``ratio_to_native``: torch native's median time divided by this row's (above 1: faster
   than torch native).
+- ``graph_ms``, ``graph_gbps`` (CUDA only): the same call replayed from a CUDA graph
+  (``triton.testing.do_bench_cudagraph``), i.e. the GPU's time without Python's launch
+  overhead, which dominates small shapes in ``median_ms``; empty where capture fails.
 - ``frac_copy``: ``gbps`` divided by the bandwidth of a plain copy (``dst.copy_(src)``,
   2 bytes moved per byte copied) of the same array, measured in the same run.
 
@@ -69,7 +72,7 @@ GPU_IMPLEMENTATIONS = ("composite", "compiled", "torch_native", "liger", "triton
 OPTIONAL_IMPLEMENTATIONS = ("compiled", "liger")  # a failure is reported in errors, not raised
 DIRECTIONS = ("fwd", "bwd")
 COLUMNS = ("implementation", "shape", "dtype", "direction", "median_ms", "gbps",
-           "ratio_to_native", "frac_copy", "device")
+           "ratio_to_native", "frac_copy", "device", "graph_ms", "graph_gbps")
 # Floating-point operations per element, counted from the formulas (adds, multiplies):
 # forward  sum x, x - mean, square, sum, * rstd, * gamma, + beta                  -> 7
 # backward x - mean, * rstd, gamma * dy, xhat * wdy and its sum, sum wdy,
@@ -233,6 +236,21 @@ def _time_interleaved(fns: dict[str, Callable[[], object]], reps: int,
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def _time_cuda_graphs(fns: dict[str, Callable[[], object]]) -> dict[str, float | None]:
+    """Median seconds per call replayed from a CUDA graph (``do_bench_cudagraph``): the GPU's
+    time without Python's launch overhead. None where capturing the call fails."""
+    from triton.testing import do_bench_cudagraph
+
+    out: dict[str, float | None] = {}
+    for k, fn in fns.items():
+        try:
+            out[k] = do_bench_cudagraph(fn, rep=50, return_mode="median") * 1e-3
+        except Exception:  # not capturable (host synchronisation, say): left empty
+            torch.cuda.synchronize()
+            out[k] = None
+    return out
+
+
 def _time_do_bench(fns: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
     """Median seconds per call on CUDA with triton.testing.do_bench (at least ``reps`` calls)."""
     from triton.testing import do_bench
@@ -311,6 +329,8 @@ def _run(device, shapes, dtypes, implementations, reps, quick, progress) -> Benc
                         fns.pop(impl, None)
                 say(f"timing {shape_key} {str(dtype)[6:]} {direction}")
                 times = timer(fns, reps)
+                graph = _time_cuda_graphs(fns) if on_gpu else {}
+                graph.pop("copy", None)
                 copy_gbps = 2 * case.x.numel() * case.x.element_size() / times.pop("copy") / 1e9
                 report.copy_gbps[f"{shape_key} {str(dtype)[6:]} {direction}"] = copy_gbps
                 nbytes = bytes_moved(m, n, dtype, direction)
@@ -320,7 +340,9 @@ def _run(device, shapes, dtypes, implementations, reps, quick, progress) -> Benc
                         implementation=impl, shape=shape_key, dtype=str(dtype)[6:],
                         direction=direction, median_ms=sec * 1e3, gbps=gbps,
                         ratio_to_native=times["torch_native"] / sec,
-                        frac_copy=gbps / copy_gbps, device=device))
+                        frac_copy=gbps / copy_gbps, device=device,
+                        graph_ms=graph[impl] * 1e3 if graph.get(impl) else None,
+                        graph_gbps=nbytes / graph[impl] / 1e9 if graph.get(impl) else None))
     return report
 
 
@@ -348,15 +370,22 @@ def format_comparison(rows: Sequence[dict], copy_gbps: float,
     cases = list(dict.fromkeys((r["shape"], r["dtype"], r["direction"]) for r in rows))
     names = {"torch_native": "torch", "compiled": "torch.compile", "liger": "Liger",
              "triton": "ours"}
-    lines = [f"GB/s (share of the {copy_gbps:.0f} GB/s copy bandwidth)",
+    lines = [f"GB/s, eager call / CUDA graph replay (share of the {copy_gbps:.0f} GB/s copy "
+             "bandwidth)",
              f"{'shape':<11}{'dtype':<9}{'dir':<4}" + "".join(
-                 f"{names.get(i, i):>16}" for i in implementations)]
+                 f"{names.get(i, i):>24}" for i in implementations)]
     for shape, dtype, direction in cases:
         cells = []
         for impl in implementations:
             r = by.get((impl, shape, dtype, direction))
-            cells.append("-" if r is None else f"{r['gbps']:.0f} ({r['gbps'] / copy_gbps:.0%})")
-        lines.append(f"{shape:<11}{dtype:<9}{direction:<4}" + "".join(f"{c:>16}" for c in cells))
+            if r is None:
+                cells.append("-")
+                continue
+            text = f"{r['gbps']:.0f} ({r['gbps'] / copy_gbps:.0%})"
+            if r.get("graph_gbps"):
+                text += f" / {r['graph_gbps']:.0f} ({r['graph_gbps'] / copy_gbps:.0%})"
+            cells.append(text)
+        lines.append(f"{shape:<11}{dtype:<9}{direction:<4}" + "".join(f"{c:>24}" for c in cells))
     return "\n".join(lines)
 
 
@@ -365,7 +394,7 @@ def write_csv(rows: Sequence[dict], path: str) -> str:
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=COLUMNS)
     writer.writeheader()
-    writer.writerows({k: r[k] for k in COLUMNS} for r in rows)
+    writer.writerows({k: r.get(k) for k in COLUMNS} for r in rows)
     write_text_atomically(path, text.getvalue())
     return path
 
@@ -376,7 +405,7 @@ def report_json(report: BenchReport, command: str) -> str:
     return json.dumps(dict(command=command, hardware=report.hardware,
                            device_copy_gbps=report.device_copy_gbps,
                            copy_gbps=report.copy_gbps, errors=report.errors,
-                           rows=[{k: r[k] for k in COLUMNS} for r in report.rows]),
+                           rows=[{k: r.get(k) for k in COLUMNS} for r in report.rows]),
                       indent=1) + "\n"
 
 

@@ -49,7 +49,7 @@ KERNELS = ("forward", "backward", "reduce")
 TARGETS = {"sm_80": 80, "sm_90": 90}  # A100, H100
 DTYPES = ("fp32", "fp16", "bf16")
 _KERNEL_NAMES = {"forward": "layer_norm_fwd_kernel", "backward": "layer_norm_bwd_kernel",
-                 "reduce": "sum_rows_kernel"}
+                 "reduce": "sum_partials_kernel"}
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,9 @@ class Config:
     ``has_bias`` is ``HAS_BIAS`` for the forward and ``COMPUTE_DB`` for the backward;
     ``compute_dw`` is the backward's ``COMPUTE_DW``. ``aligned``: ``N`` and the strides are
     multiples of 16, so Triton's JIT marks them divisible by 16 (rows of 1000 are not).
-    ``block_g`` is the reduction's ``BLOCK_G``.
+    ``block_g`` is the reduction's ``BLOCK_G``; ``rows`` the forward's and backward's ``ROWS``
+    (rows per program step). For the reduction, ``compute_dw``/``has_bias`` are its
+    ``COMPUTE_DW``/``COMPUTE_DB``.
     """
 
     kernel: str
@@ -71,38 +73,45 @@ class Config:
     compute_dw: bool = False
     aligned: bool = True
     block_g: int = 0
+    rows: int = 1
 
     def label(self) -> str:
-        """Short text for tables, e.g. ``BLOCK_N=8192 w=16 row w+b``."""
+        """Short text for tables, e.g. ``BLOCK_N=8192 w=8 row w+b``."""
         if self.kernel == "reduce":
             return f"BLOCK_G={self.block_g} BLOCK_N={self.block_n} w={self.num_warps}"
-        path = "row" if self.row_fits_block else "chunks"
+        path = (f"{self.rows} rows" if self.rows > 1 else "row") if self.row_fits_block \
+            else "chunks"
         flags = "+".join(f for f, on in (("w", self.has_weight), ("dw", self.compute_dw),
                                           ("b", self.has_bias)) if on) or "none"
         tail = "" if self.aligned else " unaligned"
         return f"BLOCK_N={self.block_n} w={self.num_warps} {path} {flags}{tail}"
 
 
-def launch_triples(kernel: str) -> list[tuple[int, int, bool]]:
-    """Every ``(BLOCK_N, num_warps, ROW_FITS_BLOCK)`` that ``ops`` can choose for ``kernel``.
+def launch_triples(kernel: str) -> list[tuple[int, int, int, bool]]:
+    """Every ``(BLOCK_N, num_warps, ROWS, ROW_FITS_BLOCK)`` that ``ops`` can choose for
+    ``kernel``.
 
-    ``ops.launch_config(n, cap)`` depends on ``n`` only through ``next_power_of_2(n)`` and
-    ``n <= cap``: powers of two up to the cap and one row longer than the cap cover it."""
+    ``ops.launch_config(n, cap, kernel)`` depends on ``n`` only through
+    ``next_power_of_2(n)`` and ``n <= cap``: powers of two up to the cap and one row longer
+    than the cap cover it."""
     cap = {"forward": ops.MAX_BLOCK_N, "backward": ops.MAX_BLOCK_N_BACKWARD}[kernel]
     lengths = [2 ** k for k in range(cap.bit_length())] + [cap + 1]
-    return sorted({ops.launch_config(n, cap) for n in lengths}, key=lambda t: (t[0], not t[2]))
+    return sorted({ops.launch_config(n, cap, kernel) for n in lengths},
+                  key=lambda t: (t[0], not t[3]))
 
 
 def launch_configs(kernel: str) -> list[Config]:
     """All configurations of ``kernel`` that the launchers in ``ops`` can pick on a GPU.
 
-    Forward: every block/warps pair, both row paths, with and without weight and bias.
-    Backward: the same pairs and paths with every (HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB) the
-    autograd function can ask for. Reduction: its one tile. Rows are aligned when they can
-    be (``N >= 16``)."""
+    Forward: every block/warps/rows choice, both row paths, with and without weight and
+    bias. Backward: the same with every (HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB) the autograd
+    function can ask for. Reduction: every column width ``ops.reduce_block_n`` can pick,
+    with dgamma and dbeta, or one of them. Rows are aligned when they can be (``N >= 16``)."""
     if kernel == "reduce":
-        return [Config("reduce", ops.REDUCE_BLOCK_N, ops.REDUCE_NUM_WARPS,
-                       block_g=ops.REDUCE_BLOCK_G)]
+        return [Config("reduce", block_n, ops.REDUCE_NUM_WARPS, block_g=ops.REDUCE_BLOCK_G,
+                       has_weight=dw, compute_dw=dw, has_bias=db)
+                for block_n in ops.REDUCE_BLOCK_NS
+                for dw, db in ((True, True), (True, False), (False, True))]
     if kernel == "forward":
         flags = [dict(has_weight=w, has_bias=b) for w in (True, False) for b in (True, False)]
     elif kernel == "backward":
@@ -111,8 +120,9 @@ def launch_configs(kernel: str) -> list[Config]:
                  for db in (True, False)]
     else:
         raise ValueError(f"kernel: expected one of {KERNELS}, got {kernel!r}")
-    return [Config(kernel, block_n, warps, fits, aligned=block_n >= 16, **f)
-            for block_n, warps, fits in launch_triples(kernel) for f in flags]
+    return [Config(kernel, block_n, warps, fits, aligned=block_n >= 16,
+                   rows=rows if fits else 1, **f)
+            for block_n, warps, rows, fits in launch_triples(kernel) for f in flags]
 
 
 def _arg_types(kernel: str, dtype: str, config: Config) -> tuple[dict, dict]:
@@ -120,18 +130,20 @@ def _arg_types(kernel: str, dtype: str, config: Config) -> tuple[dict, dict]:
     t, f32 = "*" + dtype, "*fp32"
     if kernel == "forward":
         types = dict(X=t, Y=t, W=t, B=t, Mean=f32, Rstd=f32, stride_x="i32", stride_y="i32",
-                     N="i32", eps="fp32")
+                     M="i32", N="i32", eps="fp32")
         constants = dict(HAS_WEIGHT=config.has_weight, HAS_BIAS=config.has_bias,
-                         BLOCK_N=config.block_n, ROW_FITS_BLOCK=config.row_fits_block)
+                         BLOCK_N=config.block_n, ROWS=config.rows,
+                         ROW_FITS_BLOCK=config.row_fits_block)
     elif kernel == "backward":
-        types = dict(DX=t, DY=t, X=t, W=t, Mean=f32, Rstd=f32, PartialDW=f32, PartialDB=f32,
+        types = dict(DX=t, DY=t, X=t, W=t, Mean=f32, Rstd=f32, Partial=f32,
                      stride_x="i32", stride_dy="i32", stride_dx="i32", M="i32", N="i32")
         constants = dict(HAS_WEIGHT=config.has_weight, COMPUTE_DW=config.compute_dw,
-                         COMPUTE_DB=config.has_bias, BLOCK_N=config.block_n,
+                         COMPUTE_DB=config.has_bias, BLOCK_N=config.block_n, ROWS=config.rows,
                          ROW_FITS_BLOCK=config.row_fits_block)
     else:
-        types = dict(Partial=f32, Out=t, G="i32", N="i32")
-        constants = dict(BLOCK_G=config.block_g, BLOCK_N=config.block_n)
+        types = dict(Partial=f32, OutW=t, OutB=t, G="i32", N="i32")
+        constants = dict(COMPUTE_DW=config.compute_dw, COMPUTE_DB=config.has_bias,
+                         BLOCK_G=config.block_g, BLOCK_N=config.block_n)
     return types, constants
 
 

@@ -27,11 +27,14 @@ CHUNK_BLOCK_N = 8192  # rows longer than the cap are walked in chunks of at most
 # elements (bytes in flight, see ``roofline``).
 FORWARD_TILE, BACKWARD_TILE = 4096, 4096
 MAX_ROWS = 16
-ELEMENTS_PER_THREAD = 16  # forward and backward: warps = tile / (32 * this), 1 to MAX_WARPS
-MAX_WARPS = 16  # forward
-MAX_WARPS_BACKWARD = 8  # backward: more warps than 8 did not fit more programs per SM
+ELEMENTS_PER_THREAD = 32  # forward and backward: warps = tile / (32 * this), 1 to MAX_WARPS
+# At most 8 warps: on an H100 (tune.json) 16 warps were no faster in the forward, and in the
+# backward they never fit more programs per multiprocessor.
+MAX_WARPS = 8  # forward
+MAX_WARPS_BACKWARD = 8  # backward
 BACKWARD_PROGRAMS_PER_SM = 2  # at most: more programs mean more partial rows to write/read
 REDUCE_BLOCK_G = 32  # partial rows added per step of the dgamma/dbeta reduction
+REDUCE_BLOCK_NS = (16, 32, 64, 128)  # its columns per program (``reduce_block_n``)
 REDUCE_NUM_WARPS = 4  # warps per program of the column reduction
 # The interpreter runs programs one after another in Python: fewer, wider tiles are faster.
 INTERPRETER_REDUCE_BLOCK_N = 4096
@@ -165,7 +168,8 @@ def reduce_block_n(n: int, slabs: int, device: torch.device) -> int:
         return INTERPRETER_REDUCE_BLOCK_N
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     per_program = max(slabs * n // (2 * sms), 1)
-    return min(max(1 << (per_program.bit_length() - 1), 16), 128)
+    low, high = REDUCE_BLOCK_NS[0], REDUCE_BLOCK_NS[-1]
+    return min(max(1 << (per_program.bit_length() - 1), low), high)
 
 
 def sum_partials(partial: torch.Tensor, dw: torch.Tensor | None, db: torch.Tensor | None,
@@ -200,6 +204,33 @@ def backward_programs(m: int, rows: int, device: torch.device, resident: int = 1
     return max(1, min(blocks, target))
 
 
+_BACKWARD_PLANS: dict = {}  # launch plans by shape, dtype, device and options (host time)
+
+
+def _backward_plan(dy2d, x2d, weight, mean, rstd, dx, compute_dw, compute_db, max_block_n,
+                   config, per_sm, num_programs):
+    """``(constants, num_warps, programs)`` of the backward launch (see layer_norm_backward)."""
+    m, n = x2d.shape
+    block_n, num_warps, rows, row_fits_block = config or launch_config(n, max_block_n,
+                                                                      "backward")
+    rows = rows if row_fits_block else 1
+    constants = dict(HAS_WEIGHT=weight is not None, COMPUTE_DW=compute_dw,
+                     COMPUTE_DB=compute_db, BLOCK_N=block_n, ROWS=rows,
+                     ROW_FITS_BLOCK=row_fits_block)
+    programs = num_programs
+    if programs is None:
+        resident = 1
+        if x2d.device.type == "cuda":
+            probe = torch.empty((2, 1, n), dtype=torch.float32, device=x2d.device)
+            w_arg = weight if weight is not None else x2d
+            resident = resident_programs(
+                layer_norm_bwd_kernel, (dx, dy2d, x2d, w_arg, mean, rstd, probe,
+                                        x2d.stride(0), dy2d.stride(0), dx.stride(0), m, n),
+                constants, num_warps, x2d.device)
+        programs = backward_programs(m, rows, x2d.device, resident, per_sm)
+    return constants, num_warps, programs
+
+
 def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
                         mean: torch.Tensor, rstd: torch.Tensor, *, compute_dw: bool = True,
                         compute_db: bool = True, dx: torch.Tensor | None = None,
@@ -228,23 +259,19 @@ def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Ten
         zeros = torch.zeros(n, dtype=param_dtype, device=x2d.device)
         return (dx, zeros if compute_dw else None,
                 zeros.to(bias_dtype or param_dtype) if compute_db else None)
-    block_n, num_warps, rows, row_fits_block = config or launch_config(n, max_block_n,
-                                                                      "backward")
-    rows = rows if row_fits_block else 1
-    constants = dict(HAS_WEIGHT=weight is not None, COMPUTE_DW=compute_dw,
-                     COMPUTE_DB=compute_db, BLOCK_N=block_n, ROWS=rows,
-                     ROW_FITS_BLOCK=row_fits_block)
+    plan_key = (m, n, x2d.dtype, x2d.device, weight.dtype if weight is not None else None,
+                compute_dw, compute_db,
+                max_block_n, config, per_sm, num_programs, x2d.stride(0), dy2d.stride(0),
+                dx.stride(0))
+    plan = _BACKWARD_PLANS.get(plan_key)
+    if plan is None:
+        plan = _backward_plan(dy2d, x2d, weight, mean, rstd, dx, compute_dw, compute_db,
+                              max_block_n, config, per_sm, num_programs)
+        if len(_BACKWARD_PLANS) > 4096:  # many shapes: start over rather than grow
+            _BACKWARD_PLANS.clear()
+        _BACKWARD_PLANS[plan_key] = plan
+    constants, num_warps, programs = plan
     w_arg = weight if weight is not None else x2d
-    programs = num_programs
-    if programs is None:
-        resident = 1
-        if x2d.device.type == "cuda":
-            probe = torch.empty((2, 1, n), dtype=torch.float32, device=x2d.device)
-            resident = resident_programs(
-                layer_norm_bwd_kernel, (dx, dy2d, x2d, w_arg, mean, rstd, probe,
-                                        x2d.stride(0), dy2d.stride(0), dx.stride(0), m, n),
-                constants, num_warps, x2d.device)
-        programs = backward_programs(m, rows, x2d.device, resident, per_sm)
     slabs = compute_dw or compute_db
     partial = torch.empty((2, programs, n) if slabs else (2, 1, 1), dtype=torch.float32,
                           device=x2d.device)

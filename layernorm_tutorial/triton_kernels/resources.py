@@ -86,7 +86,7 @@ def occupancy_for_limits(registers: int, num_warps: int, shared_bytes: int,
 
 def _path_key(row: dict) -> tuple:
     return (row["kernel"], row["block_n"], row["num_warps"], row["row_fits_block"],
-            row["aligned"])
+            row["aligned"], row.get("rows", 1))
 
 
 def worst_per_path(rows: list[dict], target: str, dtype: str) -> list[dict]:
@@ -102,9 +102,10 @@ def worst_per_path(rows: list[dict], target: str, dtype: str) -> list[dict]:
         g = groups[key]
         regs = max(r["registers"] for r in g)
         shared = max(r["shared_bytes"] + r["static_shared_bytes"] for r in g)
-        kernel, block_n, warps, fits, aligned = key
+        kernel, block_n, warps, fits, aligned, rows = key
         out.append(dict(kernel=kernel, block_n=block_n, num_warps=warps, row_fits_block=fits,
-                        aligned=aligned, variants=len(g), registers=regs, shared_bytes=shared,
+                        aligned=aligned, rows=rows, variants=len(g), registers=regs,
+                        shared_bytes=shared,
                         spill_bytes=max(spill_bytes(r) + r["stack_bytes"] for r in g),
                         **occupancy(regs, warps, shared, target)))
     return out
@@ -114,11 +115,12 @@ def format_resource_table(rows: list[dict], target: str, dtype: str) -> str:
     """Text table of ``worst_per_path`` for one target and dtype."""
     lim = SM_LIMITS[target]
     lines = [f"{target} ({lim['gpu']}), {dtype}: per program, worst over weight/bias variants",
-             f"{'kernel':<9}{'BLOCK_N':>8}{'warps':>6}  {'path':<7}{'regs':>5}"
+             f"{'kernel':<9}{'BLOCK_N':>8}{'warps':>6}  {'path':<8}{'regs':>5}"
              f"{'shared B':>9}{'spill B':>8}{'progs/SM':>9}{'occupancy':>10}  limited by"]
     for r in worst_per_path(rows, target, dtype):
-        path = "row" if r["row_fits_block"] else "chunks"
-        lines.append(f"{r['kernel']:<9}{r['block_n']:>8}{r['num_warps']:>6}  {path:<7}"
+        path = (f"{r['rows']} rows" if r["rows"] > 1 else "row") if r["row_fits_block"] \
+            else "chunks"
+        lines.append(f"{r['kernel']:<9}{r['block_n']:>8}{r['num_warps']:>6}  {path:<8}"
                      f"{r['registers']:>5}{r['shared_bytes']:>9}{r['spill_bytes']:>8}"
                      f"{r['programs']:>9}{r['occupancy']:>10.0%}  {r['limit']}")
     return "\n".join(lines)
@@ -128,7 +130,7 @@ def row_key(row: dict) -> tuple:
     """Identity of a compiled configuration (kernel, target, dtype and all constants)."""
     return (row["kernel"], row["target"], row["dtype"], row["block_n"], row["num_warps"],
             row["row_fits_block"], row["has_weight"], row["has_bias"], row["compute_dw"],
-            row["aligned"], row["block_g"])
+            row["aligned"], row["block_g"], row.get("rows", 1))
 
 
 def summary(rows: list[dict]) -> str:
