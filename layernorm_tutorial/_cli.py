@@ -5,8 +5,8 @@ never silently replace a results file (the book renders some of them):
 
 - :func:`check_output_path` raises :class:`OutputPathError` (one line naming the path) when
   the file could not be written, or when it exists and replacing it was not asked for;
-- :func:`write_text_atomically` writes through a temporary file in the same folder, so an
-  interrupted write never leaves half a file behind;
+- :func:`write_text_atomically` (and :func:`write_bytes_atomically`) write through a temporary
+  file in the same folder, so an interrupted write never leaves half a file behind;
 - :func:`positive_int` is an ``argparse`` type for counts that must be at least 1.
 """
 
@@ -17,7 +17,8 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["OutputPathError", "check_output_path", "positive_int", "write_text_atomically"]
+__all__ = ["OutputPathError", "check_output_path", "positive_int", "write_bytes_atomically",
+           "write_text_atomically"]
 
 
 class OutputPathError(ValueError):
@@ -73,6 +74,21 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
     try:
         with open(temporary, "x", newline="") as f:  # "x": never an existing file
             f.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_bytes_atomically(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` (folders created) via a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "xb") as f:
+            f.write(data)
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)

@@ -14,6 +14,7 @@ What the tests check and the translators' tool (``po_tool``) uses:
 
 from __future__ import annotations
 
+import io
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from pathlib import Path
 
 from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po, write_po
+
+from layernorm_tutorial._cli import write_bytes_atomically
 
 # Roles whose content is "shown text <target>": the shown text may be translated.
 TITLED_ROLES = {"term", "doc", "ref", "numref", "download", "any", "eq"}
@@ -136,8 +139,22 @@ def read_catalog(path: Path) -> Catalog:
 
 
 def write_catalog(path: Path, catalog: Catalog) -> None:
-    with open(path, "wb") as handle:
-        write_po(handle, catalog, width=76, omit_header=False, include_previous=True)
+    """Write ``catalog`` to ``path`` atomically: the whole text is rendered first, then
+    written to a temporary file beside ``path`` and renamed over it, so an interrupted
+    write (an error, Ctrl-C, a kill) leaves the old catalog as it was."""
+    buffer = io.BytesIO()
+    write_po(buffer, catalog, width=76, omit_header=False, include_previous=True)
+    write_bytes_atomically(path, buffer.getvalue())
+
+
+def book_root(start: Path | None = None) -> Path | None:
+    """The book's repository root: the folder holding ``_config.yml`` and ``_toc.yml``,
+    ``start`` (default: the current folder) or one of its parents; None if there is none."""
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "_config.yml").is_file() and (candidate / "_toc.yml").is_file():
+            return candidate
+    return None
 
 
 def entries(path: Path) -> list[Entry]:
