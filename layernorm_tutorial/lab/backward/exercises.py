@@ -9,19 +9,45 @@ from __future__ import annotations
 
 import numpy as np
 
-from layernorm_tutorial.lab.common.checking import CheckResult
+from layernorm_tutorial.lab.common.checking import (
+    CheckResult,
+    ReaderOutputError,
+    checker,
+    describe,
+    reader_name,
+    reader_tuple,
+)
 
 __all__ = ["check_welford_update"]
 
 
+def _feed(update, values, count, mean, m2):
+    """``(count, mean, m2)`` after feeding ``values`` one at a time; each return value must be
+    a triple of numbers (:class:`ReaderOutputError` otherwise)."""
+    for value in values:
+        result = reader_tuple(update(count, mean, m2, value), update, 3,
+                              "the triple (count, mean, m2)")
+        for label, item in zip(("count", "mean", "m2"), result, strict=True):
+            try:
+                number = np.ndim(item) == 0 and not isinstance(item, str | bytes)
+                float(item)
+            except (TypeError, ValueError):
+                number = False
+            if not number:
+                raise ReaderOutputError(f"{reader_name(update)} returned {describe(item)} as "
+                                        f"{label}; return the triple (count, mean, m2) of "
+                                        "numbers")
+        count, mean, m2 = result
+    return count, mean, m2
+
+
+@checker(returns="the triple (count, mean, m2) of numbers")
 def check_welford_update(update, *, seed: int = 0) -> CheckResult:
     """Check a one-value Welford update on a float64 stream and on a float32 stream far from 0."""
     rng = np.random.default_rng(seed)
     stream = rng.standard_normal(200) * 2 + 3
-    count, mean, m2 = 0, 0.0, 0.0
     try:
-        for value in stream:
-            count, mean, m2 = update(count, mean, m2, float(value))
+        count, mean, m2 = _feed(update, (float(v) for v in stream), 0, 0.0, 0.0)
     except Exception as error:
         return CheckResult(False, f"update raised {type(error).__name__}: {error}")
     if count != len(stream):
@@ -44,9 +70,11 @@ def check_welford_update(update, *, seed: int = 0) -> CheckResult:
         return CheckResult(False, hint)
     # float32, mean 1e4, std 1: the naive formula loses every digit here, Welford must not.
     values = (1e4 + rng.standard_normal(1000)).astype(np.float32)
-    count, mean, m2 = 0, np.float32(0), np.float32(0)
-    for value in values:
-        count, mean, m2 = update(count, mean, m2, value)
+    try:
+        count, mean, m2 = _feed(update, values, 0, np.float32(0), np.float32(0))
+    except Exception as error:
+        return CheckResult(False, f"update raised {type(error).__name__} on the float32 stream: "
+                                  f"{error}")
     variance = float(m2) / count
     reference = float(np.var(values.astype(np.float64)))
     relative = abs(variance - reference) / reference

@@ -1,7 +1,12 @@
-"""Shared machinery for exercise checkers: a result object and a tolerant comparison."""
+"""Shared machinery for exercise checkers: a result object, a tolerant comparison, the
+diagnosis of classic mistakes, and :func:`checker`, which makes every checker survive any
+return value of the reader's code (None, a wrong type, a wrong shape) with one sentence."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,3 +128,132 @@ def diagnose(cases) -> str | None:
         if explains and separated and score < best_score:
             best, best_score = message, score
     return best
+
+
+# --------------------------------------------------------------------------- bad returns
+# A reader's function may return anything: None (a forgotten ``return``), a string, an
+# array of the wrong shape. Every public checker is wrapped by :func:`checker`, so that the
+# reader always gets a failed CheckResult with one sentence, never a traceback from inside the
+# checker.
+
+
+class ReaderOutputError(BaseException):
+    """What the reader's code returned cannot be checked; ``str(error)`` is one sentence.
+
+    A BaseException on purpose: checkers wrap the reader's calls in ``except Exception`` to
+    report the reader's own errors ("forward raised ..."), and must not swallow this one;
+    :func:`checker` turns it into a failed :class:`CheckResult`.
+    """
+
+
+def reader_name(fn) -> str:
+    """``your function `name``` (``your method `name``` for a method of the reader's class),
+    ``your function`` for a lambda."""
+    name = getattr(fn, "__name__", "")
+    kind = "method" if inspect.ismethod(fn) else "function"
+    return f"your {kind} `{name}`" if name.isidentifier() else f"your {kind}"
+
+
+def describe(value) -> str:
+    """A few words for a returned value: ``None``, ``a str ('abc')``, ``an array of shape
+    (7,)``, ``a tuple of 2 items``."""
+    if value is None:
+        return "None"
+    if hasattr(value, "shape") and hasattr(value, "dtype") and not np.isscalar(value):
+        kind = "tensor" if hasattr(value, "detach") else "array"
+        return f"{_article(kind)} of shape {tuple(value.shape)}"
+    if isinstance(value, tuple | list):
+        return f"a {type(value).__name__} of {len(value)} items"
+    if isinstance(value, str | bytes | numbers.Number):
+        text = repr(value)
+        text = text if len(text) <= 30 else text[:27] + "..."
+        return f"{_article(type(value).__name__)} ({text})"
+    return _article(type(value).__name__)
+
+
+def _article(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
+def returned_none(fn) -> ReaderOutputError:
+    """The one sentence for a forgotten ``return``."""
+    return ReaderOutputError(f"{reader_name(fn)} returned None: did you forget `return`?")
+
+
+def reader_array(value, fn, expected_shape=None, what: str = "the output") -> np.ndarray:
+    """The reader's output ``value`` as a float64 array of ``expected_shape`` (any shape if
+    None); raises :class:`ReaderOutputError` with one sentence for None, for a value that is
+    not numbers, and for a wrong shape. ``what`` names the output ("the output", "dx")."""
+    try:
+        if value is None:  # np.asarray(None, float) would be NaN
+            raise TypeError
+        array = as_numpy(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise ReaderOutputError(f"{reader_name(fn)} returned {describe(value)} as {what}, "
+                                "not an array of numbers") from None
+    if expected_shape is not None and array.shape != tuple(expected_shape):
+        raise ReaderOutputError(f"{reader_name(fn)} returned {what} of shape {array.shape}, "
+                                f"expected shape {tuple(expected_shape)}")
+    return array
+
+
+def reader_tuple(value, fn, length: int, what: str) -> tuple:
+    """The reader's output as a tuple of ``length`` items (a tuple or a list); raises
+    :class:`ReaderOutputError` otherwise. ``what`` names the items, e.g. ``"(mean, var)"``."""
+    if value is None:
+        raise returned_none(fn)
+    if not (isinstance(value, tuple | list) and len(value) == length):
+        raise ReaderOutputError(f"{reader_name(fn)} returned {describe(value)}; return "
+                                f"{what}")
+    return tuple(value)
+
+
+def checker(returns: str):
+    """Decorate a public exercise checker so that it survives any return value.
+
+    The reader's callables among the arguments (functions, not classes) are watched: a call
+    that returns None fails the check at once with "your function `f` returned None: did you
+    forget `return`?". A :class:`ReaderOutputError` raised by the checker (for instance by
+    :func:`reader_array`) becomes a failed CheckResult with its sentence; any other exception
+    escaping the checker is blamed on the last value the reader returned, in one sentence
+    that says what to return (``returns``, e.g. "an array of the input's shape").
+    """
+    def decorate(check):
+        signature = inspect.signature(check)
+
+        @functools.wraps(check)
+        def run(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            last: dict = {}
+            for name, value in bound.arguments.items():
+                if callable(value) and not isinstance(value, type):
+                    bound.arguments[name] = _watched(value, last)
+            try:
+                return check(*bound.args, **bound.kwargs)
+            except ReaderOutputError as error:
+                return CheckResult(False, str(error))
+            except Exception as error:  # the checker choked on what the reader returned
+                lines = str(error).strip().splitlines()
+                detail = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+                what = (f"{reader_name(last['fn'])} returned {describe(last['value'])}"
+                        if last else "your code produced something")
+                return CheckResult(False, f"{what}, which the checker cannot use ({detail}); "
+                                   f"it should return {returns}")
+
+        run.returns = returns
+        return run
+
+    return decorate
+
+
+def _watched(fn, last: dict):
+    """``fn`` that records its last return value in ``last`` and refuses None."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        value = fn(*args, **kwargs)
+        last["fn"], last["value"] = fn, value
+        if value is None:
+            raise returned_none(fn)
+        return value
+
+    return call

@@ -30,8 +30,12 @@ from layernorm_tutorial.lab.common.checking import (
     CheckResult,
     allclose,
     as_numpy,
+    checker,
     diagnose,
     output_dtype,
+    reader_array,
+    reader_tuple,
+    returned_none,
     tolerance,
     within,
 )
@@ -198,12 +202,17 @@ def _verdict(where: str, got, expected, mistakes: dict, fallback: str) -> CheckR
 
 def _call(fn, *args):
     try:
-        return fn(*args), None
+        value = fn(*args)
     except Exception as err:  # the reader's bug is reported, not raised
         return None, CheckResult(False, f"your code raised {type(err).__name__}: {err}")
+    if value is None:  # also for a method of the reader's class, which checker() cannot watch
+        raise returned_none(fn)
+    return value, None
 
 
 # ---- checkers ---------------------------------------------------------------------------
+@checker(returns="the pair (new_running_mean, new_running_var) of shape (C,) (the class "
+                 "form: forward returns an output of x's shape)")
 def check_running_statistics(solution, *, seed: int = 0) -> CheckResult:
     """Check running statistics written as a class or as an update function (module doc)."""
     if isinstance(solution, type):
@@ -222,8 +231,10 @@ def _check_update_function(fn: Callable, seed: int) -> CheckResult:
             result, error = _call(fn, rm.clone(), rv.clone(), batch.clone(), momentum, step)
             if error is not None:
                 return error
-            if not (isinstance(result, tuple | list) and len(result) == 2):
-                return CheckResult(False, "return the pair (new_running_mean, new_running_var)")
+            result = reader_tuple(result, fn, 2, "the pair (new_running_mean, new_running_var)")
+            for label, value in zip(("new_running_mean", "new_running_var"), result,
+                                    strict=True):
+                reader_array(value, fn, (3,), label)
             m = momentum if momentum is not None else 1.0 / step
             b = batch.numpy()
             where = f"momentum={momentum}, step {step}"
@@ -288,7 +299,7 @@ def _check_class(cls, seed: int) -> CheckResult:
         out, error = _call(layer.forward, x.copy(), True)
         if error is not None:
             return CheckResult(False, f"forward(x, training=True) at {where}: {error.message}")
-        if as_numpy(out).shape != x.shape:
+        if reader_array(out, layer.forward).shape != x.shape:
             return CheckResult(False, f"{where}: output shape {as_numpy(out).shape}, "
                                f"expected {x.shape}")
         failure = _verdict(where, out, expected, _train_output_mistakes(
@@ -331,6 +342,7 @@ def _check_class(cls, seed: int) -> CheckResult:
                        "torch.nn.functional.batch_norm over 3 training and 2 evaluation steps")
 
 
+@checker(returns="an output of x's shape (B, T, C)")
 def check_masked_batch_norm(fn) -> CheckResult:
     """``fn(x, mask)`` must normalize real tokens with statistics of real tokens only."""
     gen = torch.Generator().manual_seed(3)
@@ -342,8 +354,7 @@ def check_masked_batch_norm(fn) -> CheckResult:
     if error is not None:
         return error
     want = reference_masked_batch_norm(x, mask)
-    if got is None or tuple(got.shape) != tuple(x.shape):
-        return CheckResult(False, f"output shape should be {tuple(x.shape)}")
+    got = torch.as_tensor(reader_array(got, fn, tuple(x.shape)))
     if allclose(got[mask], want[mask], rtol=1e-6, atol=1e-8):
         return CheckResult(True, "real tokens are normalized with statistics of the 11 real "
                            "tokens only; padding does not leak in")
@@ -354,6 +365,7 @@ def check_masked_batch_norm(fn) -> CheckResult:
                        f" (max |error| {float((got[mask] - want[mask]).abs().max()):.3g})")
 
 
+@checker(returns="the pair (mean, variance), each of shape (C,)")
 def check_combine_statistics(fn) -> CheckResult:
     """``fn(counts, means, variances)`` must return the union's mean and biased variance."""
     gen = torch.Generator().manual_seed(4)
@@ -366,7 +378,9 @@ def check_combine_statistics(fn) -> CheckResult:
     if error is not None:
         return error
     full = torch.cat(shards)
-    mean, var = result
+    mean, var = reader_tuple(result, fn, 2, "the pair (mean, variance)")
+    mean, var = (reader_array(value, fn, (3,), label)
+                 for value, label in ((mean, "the mean"), (var, "the variance")))
     if not allclose(mean, full.mean(0)):
         if allclose(mean, means.mean(0)):
             return CheckResult(False, "the mean averages the shard means without weighting "

@@ -25,8 +25,10 @@ import torch.nn.functional as TF
 from layernorm_tutorial.lab.common.checking import (
     CheckResult,
     as_numpy,
+    checker,
     diagnose,
     output_dtype,
+    reader_array,
     tolerance,
     within,
 )
@@ -132,6 +134,7 @@ def _diagnosis(results, final: bool = False) -> CheckResult | None:
     return None if mistake is None else CheckResult(False, mistake)
 
 
+@checker(returns="an output of the input's shape")
 def check_group_norm(fn: Callable, *, seed: int = 0) -> CheckResult:
     """Check a GroupNorm ``fn`` in either form (module docstring) against PyTorch.
 
@@ -167,7 +170,7 @@ def check_group_norm(fn: Callable, *, seed: int = 0) -> CheckResult:
             elif affine and (shape[-1] == shape[1] or isinstance(exc, ValueError)):
                 hint = " (hint: reshape gamma and beta to (1, C, 1, 1))"
             return CheckResult(False, f"raised {type(exc).__name__}: {exc} on {name}{hint}")
-        if as_numpy(out).shape != x.shape:
+        if reader_array(out, fn).shape != x.shape:
             return CheckResult(False, f"on {name}: output shape {as_numpy(out).shape}, "
                                f"expected {x.shape} (reshape back to the input's shape)")
         tol = tolerance(expected, output_dtype(out))

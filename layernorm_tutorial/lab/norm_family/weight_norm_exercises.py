@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from layernorm_tutorial import weight_norm as wn
-from layernorm_tutorial.lab.common.checking import CheckResult, allclose
+from layernorm_tutorial.lab.common.checking import CheckResult, allclose, checker, reader_array
 
 __all__ = ["check_weight_norm", "reference_weight_norm"]
 
@@ -26,6 +26,7 @@ def _call(fn, *args):
         return None, CheckResult(False, f"your function raised {type(err).__name__}: {err}")
 
 
+@checker(returns="w, a tensor of v's shape")
 def check_weight_norm(fn) -> CheckResult:
     """``fn(v, g, dim)`` must equal ``torch._weight_norm`` for dim 0, 1 and None."""
     gen = torch.Generator().manual_seed(1)
@@ -36,6 +37,7 @@ def check_weight_norm(fn) -> CheckResult:
         if error is not None:
             return error
         want = torch._weight_norm(v, g, -1 if dim is None else dim)
+        got = torch.as_tensor(reader_array(got, fn, tuple(v.shape), f"w (dim={dim})"))
         if allclose(got, want, rtol=1e-9, atol=1e-12):
             continue
         if dim is not None:

@@ -24,9 +24,12 @@ from layernorm_tutorial.lab.common.checking import (
     FLOAT32_TOLERANCE,
     CheckResult,
     as_numpy,
+    checker,
     diagnose,
     is_pair,
     output_dtype,
+    reader_array,
+    reader_tuple,
     tolerance,
     within,
 )
@@ -194,10 +197,10 @@ def _run_forward(forward, cases, rng, need_cache: bool):
         if is_pair(result):
             out, cache = result
         elif need_cache:
-            return _fail("forward must return a pair (out, cache); the cache goes to backward")
+            reader_tuple(result, forward, 2, "the pair (out, cache): the cache goes to backward")
         else:
             out, cache = result, None
-        if as_numpy(out).shape != expected.shape:
+        if reader_array(out, forward).shape != expected.shape:
             return _fail(f"forward on {name}: output shape {as_numpy(out).shape}, expected "
                          f"{expected.shape} (keep the input's shape; use keepdims=True)")
         tol = tolerance(expected, output_dtype(out))
@@ -214,14 +217,13 @@ def _check_backward(backward, runs, rng) -> CheckResult | None:
         refs = dict(zip(per_grad, _backward_reference(x, gamma, beta, eps, dout), strict=True))
         try:
             grads = backward(dout.copy(), cache)
-            if not isinstance(grads, tuple | list) or len(grads) != 3:
-                return _fail("backward must return a triple (dx, dgamma, dbeta)")
         except Exception as exc:
             return _fail(f"backward raised {type(exc).__name__}: {exc} on {name} (it must "
                          "return (dx, dgamma, dbeta))")
+        grads = reader_tuple(grads, backward, 3, "the triple (dx, dgamma, dbeta)")
         mistakes = _backward_mistakes(x, gamma, eps, dout)
         for label, got in zip(per_grad, grads, strict=True):
-            shape, want = as_numpy(got).shape, refs[label].shape
+            shape, want = reader_array(got, backward, what=label).shape, refs[label].shape
             if shape != want:
                 detail = "sum over every axis except the last" if label != "dx" else "like x"
                 if x.ndim == 3 and label != "dx" and shape == x.shape[1:]:
@@ -246,6 +248,8 @@ def _check_backward(backward, runs, rng) -> CheckResult | None:
     return None
 
 
+@checker(returns="(out, cache) from forward, out of the input's shape, and "
+                 "(dx, dgamma, dbeta) from backward")
 def check_layer_norm(forward: Callable, backward: Callable | None = None, *,
                      seed: int = 0) -> CheckResult:
     """Check a NumPy LayerNorm ``forward`` (and ``backward`` if given) against PyTorch.

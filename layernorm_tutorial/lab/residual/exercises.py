@@ -16,7 +16,7 @@ import torch
 
 from layernorm_tutorial._seeding import seeded
 from layernorm_tutorial.lab.common import transformer
-from layernorm_tutorial.lab.common.checking import CheckResult, allclose, as_numpy
+from layernorm_tutorial.lab.common.checking import CheckResult, allclose, checker, reader_array
 
 __all__ = [
     "check_block_arrangements",
@@ -72,6 +72,7 @@ def _wrong_variants(x, att, ff, n1, n2):
     }
 
 
+@checker(returns="y, a tensor of x's shape (B, T, D)")
 def check_block_arrangements(post_ln_block, pre_ln_block, *, seed: int = 0) -> CheckResult:
     """Check both arrangements against ``TransformerEncoderBlock(norm_first=False/True)``."""
     for name, fn, norm_first in (("post-LN", post_ln_block, False),
@@ -85,7 +86,7 @@ def check_block_arrangements(post_ln_block, pre_ln_block, *, seed: int = 0) -> C
                 out = fn(x, *parts)
             except Exception as error:  # the reader's code may raise anything
                 return CheckResult(False, f"{name} block raised {type(error).__name__}: {error}")
-            out = as_numpy(out)
+            out = reader_array(out, fn, what=f"the {name} output")
             if out.shape != tuple(expected.shape):
                 return CheckResult(False, f"{name} block returns shape {out.shape}, expected "
                                           f"{tuple(expected.shape)} (same as x)")
@@ -103,15 +104,17 @@ def check_block_arrangements(post_ln_block, pre_ln_block, *, seed: int = 0) -> C
                              "norm after each addition; pre-LN: norm on each branch input)")
 
 
+@checker(returns="an array of L values, one per block")
 def check_residual_variance_prediction(predict, *, seed: int = 0) -> CheckResult:
     """Check ``predict(v0, branch_variances)`` against the running-sum rule."""
     rng = np.random.default_rng(seed)
     v0 = float(rng.uniform(0.5, 2.0))
     branch = rng.uniform(0.5, 1.5, size=10)
     try:
-        out = as_numpy(predict(v0, branch.copy()))
+        out = predict(v0, branch.copy())
     except Exception as error:  # the reader's code may raise anything
         return CheckResult(False, f"predict raised {type(error).__name__}: {error}")
+    out = reader_array(out, predict)
     expected = predict_residual_variance_reference(v0, branch)
     if out.shape != expected.shape:
         if out.shape == (len(branch) + 1,):

@@ -18,7 +18,13 @@ from __future__ import annotations
 import torch
 
 from layernorm_tutorial._seeding import seeded
-from layernorm_tutorial.lab.common.checking import CheckResult, allclose, as_numpy
+from layernorm_tutorial.lab.common.checking import (
+    CheckResult,
+    allclose,
+    checker,
+    reader_array,
+    reader_tuple,
+)
 from layernorm_tutorial.lab.rnn import cells as rnn
 
 __all__ = [
@@ -102,6 +108,7 @@ def _diagnose_rnn(out, x, h, w_hh, w_xh, gain, bias, eps):
     return "the values differ from LayerNormElmanRNNCell"
 
 
+@checker(returns="h_t, a tensor of shape (batch, hidden)")
 def check_ln_rnn_step(step, *, seed: int = 0) -> CheckResult:
     """Check one LN-RNN step against
     :class:`layernorm_tutorial.lab.rnn.cells.LayerNormElmanRNNCell`."""
@@ -118,7 +125,7 @@ def check_ln_rnn_step(step, *, seed: int = 0) -> CheckResult:
                                 ("bias", bias)):
                 getattr(cell, name).copy_(value)
             expected, _ = cell(x, h)
-        out = torch.as_tensor(as_numpy(out))
+        out = torch.as_tensor(reader_array(out, step, what="h_t"))
         if out.shape != expected.shape:
             return CheckResult(False, f"on {description} h_t has shape {tuple(out.shape)}, "
                                       f"expected {tuple(expected.shape)} (batch, hidden)")
@@ -152,6 +159,7 @@ def _diagnose_lstm(h_out, c_out, x, h, c, p, eps):
     return "h_t differs: h_t = sigmoid(o) * tanh(LN(c_t))"
 
 
+@checker(returns="the pair (h_t, c_t), each of shape (batch, hidden)")
 def check_ln_lstm_step(step, *, seed: int = 0) -> CheckResult:
     """Check one LN-LSTM step against
     :class:`layernorm_tutorial.lab.rnn.cells.LayerNormLSTMCell`."""
@@ -170,9 +178,9 @@ def check_ln_lstm_step(step, *, seed: int = 0) -> CheckResult:
     result, error = _call(step, x, h, c, dict(params), eps)
     if error:
         return CheckResult(False, f"the step {error}")
-    if not isinstance(result, tuple | list) or len(result) != 2:
-        return CheckResult(False, "the step must return the pair (h_t, c_t)")
-    h_out, c_out = (torch.as_tensor(as_numpy(r)) for r in result)
+    result = reader_tuple(result, step, 2, "the pair (h_t, c_t)")
+    h_out, c_out = (torch.as_tensor(reader_array(r, step, what=label))
+                    for r, label in zip(result, ("h_t", "c_t"), strict=True))
     with torch.no_grad():
         h_ref, (_, c_ref) = cell(x, (h, c))
     if h_out.shape != h_ref.shape or c_out.shape != c_ref.shape:
