@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 from layernorm_tutorial.lab.norm_family import plots as pf
 
 
-@pytest.mark.parametrize("layout,zlabel", [("NCHW", "H·W"), ("BTC", "C")])
+@pytest.mark.parametrize("layout,zlabel", [("NCHW", "H·W (pixels)"), ("BTC", "C (channels)")])
 def test_family_cubes_has_one_panel_per_member(layout, zlabel):
     fig = pf.family_cubes(layout, num_groups=3)
     assert isinstance(fig, Figure)
@@ -16,6 +16,12 @@ def test_family_cubes_has_one_panel_per_member(layout, zlabel):
                       "RMS Norm"]
     assert all(ax.get_zlabel() == zlabel for ax in fig.axes)
     assert all(len(ax.collections) > 0 for ax in fig.axes)  # voxels were drawn
+    # readable at book width: every panel at least 1.5 inches wide (one row of five gave
+    # 0.9), axis labels at least 9 pt
+    fig.canvas.draw()
+    width = fig.get_size_inches()[0]
+    assert all(ax.get_position().width * width >= 1.5 for ax in fig.axes)
+    assert all(ax.zaxis.label.get_fontsize() >= 9 for ax in fig.axes)
 
 
 def test_samples_by_features_writes_column_and_row_means():

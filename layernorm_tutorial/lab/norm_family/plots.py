@@ -26,34 +26,49 @@ def family_cubes(layout: str = "NCHW", shape=None, num_groups: int = 2):
     package computes. ``"NCHW"``: axes N, C and H*W (height and width flattened into one axis,
     as in the Group Norm paper's figure), default shape (4, 6, 2, 2). ``"BTC"``: axes B, T,
     C, default shape (4, 5, 6). The highlighted set is the one containing element 0.
+    The five panels sit on two rows (three, then two and the legend) so that each is about
+    1.6 inches wide at the book's text width (twice a row of five).
     """
     if shape is None:
         shape = (4, 6, 2, 2) if layout == "NCHW" else (4, 5, 6)
     names = family_axes.FAMILY
-    fig, panels = new_figure(1, len(names), height=2.2, projection="3d")
-    for ax, name in zip(panels, names, strict=True):
+    ncols = 3
+    nrows = -(-len(names) // ncols)
+    fig, grid = new_figure(nrows, ncols, height=2.6 * nrows, projection="3d")
+    grid = list(np.ravel(grid))
+    for ax in grid[len(names):]:
+        ax.remove()
+    for ax, name in zip(grid, names, strict=False):
         groups = num_groups if name == "group" else None
         index = family_axes.statistic_index(name, shape, layout, num_groups=groups)
         if layout == "NCHW":
             index = index.reshape(shape[0], shape[1], shape[2] * shape[3])
-            labels = ("N", "C", "H·W")
+            labels = ("N (samples)", "C (channels)", "H·W (pixels)")
         else:
-            labels = family_axes.LAYOUTS[layout]
+            labels = {"B": "B (sequences)", "T": "T (tokens)", "C": "C (channels)"}
+            labels = tuple(labels.get(a, a) for a in family_axes.LAYOUTS[layout])
         filled = np.ones(index.shape, dtype=bool)
-        ax.voxels(filled, facecolors=_cube_colors(index, 0), edgecolor=(0.3, 0.3, 0.3, 0.4),
-                  linewidth=0.3)
+        ax.voxels(filled, facecolors=_cube_colors(index, 0), edgecolor=(0.3, 0.3, 0.3, 0.5),
+                  linewidth=0.4)
         title = family_axes.DISPLAY_NAMES[name]
         if name == "group":
             title += f" (G={num_groups})"
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel(labels[0], labelpad=-13, fontsize=8)
-        ax.set_ylabel(labels[1], labelpad=-13, fontsize=8)
-        ax.set_zlabel(labels[2], labelpad=-13, fontsize=8)
+        ax.set_title(title, fontsize=11)
+        ax.set_xlabel(labels[0], labelpad=-10, fontsize=9)
+        ax.set_ylabel(labels[1], labelpad=-10, fontsize=9)
+        ax.set_zlabel(labels[2], labelpad=-10, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_zticks([])
-        ax.set_box_aspect(index.shape, zoom=0.82)
+        ax.set_box_aspect(index.shape, zoom=0.9)
         ax.view_init(elev=22, azim=-58)
+    from matplotlib.patches import Patch
+
+    fig.legend(handles=[Patch(facecolor=(0.12, 0.47, 0.71, 0.95),
+                              label="one set: shares a mean\nand a variance"),
+                        Patch(facecolor=(0.85, 0.85, 0.85, 0.6), edgecolor=(0.3, 0.3, 0.3),
+                              label="other sets, normalized\nseparately")],
+               loc="center", bbox_to_anchor=(0.83, 0.27), fontsize=10, frameon=False)
     return fig
 
 
