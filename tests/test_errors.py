@@ -4,7 +4,7 @@ one). Each case runs torch first, so a change in torch's behaviour shows up here
 
 from __future__ import annotations
 
-import re
+import ast
 from pathlib import Path
 
 import numpy as np
@@ -422,6 +422,19 @@ def test_as_int_is_the_one_rule():
         V.as_int(2, "n", minimum=3, error=ValueError)
 
 
+def _integer_isinstance_checks(source: str) -> list[int]:
+    """Lines of ``isinstance(value, int)`` (or a tuple with ``int`` and no ``float``): an
+    integer check. ``isinstance(value, (int, float))`` asks for a real number instead."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance"
+                and len(node.args) == 2):
+            names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+            if "int" in names and "float" not in names:
+                lines.append(node.lineno)
+    return lines
+
+
 def test_library_checks_integers_only_through_the_one_rule():
     """No ad-hoc ``isinstance(value, int)`` in the library: a new check goes through
     ``_validation`` (the lab's experiments are outside this rule's reach for now)."""
@@ -431,6 +444,7 @@ def test_library_checks_integers_only_through_the_one_rule():
                and p.name != "_validation.py"]
     assert len(library) > 10
     ad_hoc = [f"{p.relative_to(package)}:{n}" for p in library
-              for n, line in enumerate(p.read_text().splitlines(), 1)
-              if re.search(r"isinstance\([^)]*\bint\b", line)]
+              for n in _integer_isinstance_checks(p.read_text())]
     assert ad_hoc == []
+    assert _integer_isinstance_checks("isinstance(n, int) or isinstance(m, (int, np.integer))"
+                                      " or isinstance(a, (int, float))") == [1, 1]
