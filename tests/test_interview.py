@@ -191,3 +191,114 @@ def test_rnn_layer_norm_reduces_saturation_and_explosion(one_thread):
     assert plain.shape == normed.shape == (40,)
     assert sat_ln < sat_plain
     assert plain[0] / plain[-1] > 100 * normed[0] / normed[-1]
+
+
+def test_torch_layer_norm_saves_its_input_and_the_memory_efficient_one_its_output():
+    from layernorm_tutorial.lab.interview import saved_memory
+
+    g = torch.Generator().manual_seed(10)
+    x = torch.randn(6, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    w = (torch.rand(5, dtype=torch.float64, generator=g) + 0.5).requires_grad_()
+    b = torch.randn(5, dtype=torch.float64, generator=g, requires_grad=True)
+    y, saved = saved_memory.saved_tensors(TF.layer_norm, x, (5,), w, b)
+    assert any(s.is_storage_of(x) for s in saved) and not any(s.is_storage_of(y) for s in saved)
+    assert saved_memory.unique_bytes(saved, ignore=(w, b)) == (30 + 6 + 6) * 8  # x, mean, rstd
+    mine, saved = saved_memory.saved_tensors(saved_memory.layer_norm_saving_output,
+                                             x, (5,), w, b)
+    assert any(s.is_storage_of(mine) for s in saved) and not any(s.is_storage_of(x) for s in saved)
+    assert saved_memory.unique_bytes(saved, ignore=(w, b)) == (30 + 6) * 8      # y, rstd
+    torch.testing.assert_close(mine, y)
+    assert torch.autograd.gradcheck(
+        lambda x, w, b: saved_memory.layer_norm_saving_output(x, (5,), w, b), (x, w, b))
+    x3 = torch.randn(2, 3, 4, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    w3 = torch.rand(4, 5, dtype=torch.float64, generator=g) + 0.5
+    w3.requires_grad_()
+    b3 = torch.zeros(4, 5, dtype=torch.float64, requires_grad=True)
+    dy = torch.randn(2, 3, 4, 5, dtype=torch.float64, generator=g)
+    ours = torch.autograd.grad(saved_memory.layer_norm_saving_output(x3, (4, 5), w3, b3),
+                               (x3, w3, b3), dy)
+    ref = torch.autograd.grad(TF.layer_norm(x3, (4, 5), w3, b3), (x3, w3, b3), dy)
+    for a, r in zip(ours, ref, strict=True):
+        torch.testing.assert_close(a, r)
+
+
+def test_layer_norm_saving_output_rejects_what_it_cannot_invert():
+    from layernorm_tutorial.lab.interview import saved_memory
+
+    x = torch.randn(3, 4)
+    with pytest.raises(ValueError, match="no zero"):
+        saved_memory.layer_norm_saving_output(x, (4,), torch.tensor([1.0, 0.0, 1.0, 1.0]),
+                                              torch.zeros(4))
+    with pytest.raises(ValueError, match="required"):
+        saved_memory.layer_norm_saving_output(x, (4,), None, torch.zeros(4))
+    with pytest.raises(ValueError, match=r"shape \(4,\)"):
+        saved_memory.layer_norm_saving_output(x, 4, torch.ones(3), torch.zeros(3))
+    with pytest.raises(ValueError, match="end with"):
+        saved_memory.layer_norm_saving_output(x, (3,), torch.ones(3), torch.zeros(3))
+
+
+def test_gathered_mean_invstd_count_merge_to_the_full_batch_statistics():
+    x = torch.randn(11, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(11)) * 3 + 2
+    means, variances, counts = sharded.shard_moments(x, 3)              # 4, 4, 3 samples
+    mean, invstd = sharded.merge_gathered_statistics(means, torch.rsqrt(variances + 1e-3),
+                                                     counts, eps=1e-3)
+    torch.testing.assert_close(mean, x.mean(0))
+    torch.testing.assert_close(invstd, torch.rsqrt(x.var(0, correction=0) + 1e-3))
+    with pytest.raises(ValueError, match=r"\(K, C\)"):
+        sharded.merge_gathered_statistics(means, variances[:2], counts)
+
+
+def test_torch_sync_batch_norm_gathers_in_the_forward_and_reduces_in_the_backward():
+    found = sharded.torch_sync_batch_norm_collectives()
+    assert any(name.startswith("all_gather") for name in found["forward"])
+    assert not any(name.startswith("all_reduce") for name in found["forward"])
+    assert found["backward"] == ["all_reduce"]
+
+
+def test_aten_ops_sees_one_fused_operator_for_layer_norm():
+    from layernorm_tutorial.lab.interview import fusion
+
+    x = torch.randn(3, 8)
+    assert fusion.aten_ops(TF.layer_norm, x, (8,)) == ["native_layer_norm"]
+    by_hand = fusion.aten_ops(lambda t: (t - t.mean(-1, keepdim=True)) / t.std(-1, keepdim=True), x)
+    assert len(by_hand) >= 3 and "native_layer_norm" not in by_hand
+
+
+def test_residual_norm_plans_count_bytes_per_element():
+    from layernorm_tutorial.lab.interview import fusion
+
+    per = fusion.bytes_per_element
+    # add + LN unfused: add reads 2 and writes 1 tensor, LN reads 1 and writes 1 (bf16)
+    assert per(fusion.residual_norm_plan(fused=False, dropout=False)) == 2 * (3 + 2)
+    assert per(fusion.residual_norm_plan(fused=True, dropout=False)) == 2 * 4
+    assert per(fusion.residual_norm_plan(fused=True, dropout=False, out_bytes=1)) == 2 * 3 + 1
+    unfused = fusion.residual_norm_plan(fused=False, out_bytes=1)
+    assert [k.name.split()[0] for k in unfused] == ["dropout", "residual", "layer_norm", "quantize"]
+    assert per(unfused) == (2 + 2 + 1) + 6 + 4 + (2 + 1)
+    assert per(fusion.residual_norm_plan(fused=True, keep_mask=False)) == 2 * 4
+    assert per(fusion.layer_norm_backward_plan(single_pass=False)) == 10
+    assert per(fusion.layer_norm_backward_plan(single_pass=True, act_bytes=4)) == 12
+    with pytest.raises(ValueError, match="out_bytes"):
+        fusion.residual_norm_plan(fused=True, out_bytes=0)
+
+
+def test_adaln_zero_block_is_the_identity_at_init_and_conditions_per_sample():
+    from layernorm_tutorial.lab.interview import adaln
+
+    torch.manual_seed(12)
+    block = adaln.AdaLNZeroBlock(8, cond_dim=4).double()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    c = torch.randn(2, 4, dtype=torch.float64)
+    torch.testing.assert_close(block(x, c), x)                 # gate = 0: identity
+    with torch.no_grad():
+        block.modulation.weight.normal_()
+    out = block(x, c)
+    assert (out - x).abs().max() > 1e-3
+    same_x = block(x[:1].expand(2, 5, 8), c)                   # one input, two conditions
+    assert (same_x[0] - same_x[1]).abs().max() > 1e-3
+    shift, scale, gate = block.modulations(c)
+    assert shift.shape == scale.shape == gate.shape == (2, 1, 8)
+    with pytest.raises(ValueError, match=r"c must be \(B, 4\)"):
+        block(x, torch.randn(2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="x must be"):
+        block(x[0], c)
