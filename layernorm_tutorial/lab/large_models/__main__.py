@@ -2,7 +2,8 @@
 
 Options: ``--out PATH`` (default: the book's ``book/data/large_models_results.json``),
 ``--force`` to replace an existing file (refused otherwise, before any work starts),
-``--sections a,b`` to compute only some sections (for a quick check; the book needs all).
+``--workers N`` to run sections side by side, ``--sections a,b`` to compute only some
+sections (for a quick check; the book needs all).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from layernorm_tutorial._cli import OutputPathError, check_output_path
+from layernorm_tutorial._cli import OutputPathError, check_output_path, positive_int
 from layernorm_tutorial.lab.large_models.results import (
     COMMITTED_PATH,
     SECTIONS,
@@ -24,6 +25,8 @@ def main(argv=None) -> None:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=COMMITTED_PATH, help="results JSON path")
     parser.add_argument("--force", action="store_true", help="replace the file if it exists")
+    parser.add_argument("--workers", type=positive_int, default=1,
+                        help="processes running sections side by side (each one thread)")
     parser.add_argument("--sections", default=None,
                         help=f"comma-separated subset of {', '.join(SECTIONS)}")
     args = parser.parse_args(argv)
@@ -38,7 +41,7 @@ def main(argv=None) -> None:
         check_output_path(args.out, force=args.force)
     except OutputPathError as err:
         parser.error(str(err))
-    results = build_results(sections)
+    results = build_results(sections, workers=args.workers)
     path = save_results(results, args.out)
     print(f"results written to {path.resolve()}")
 

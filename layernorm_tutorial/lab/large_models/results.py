@@ -45,12 +45,12 @@ def _architectures() -> dict:
     return table
 
 
-def _qk_norm() -> dict:
+def _qk_norm(arms=None) -> dict:
     from layernorm_tutorial.lab.large_models import qk_norm
 
     s = QK_SETTINGS
-    sweep = qk_norm.qk_sweep(s["lrs"], s["seeds"], steps=s["steps"],
-                             warmup_steps=s["warmup_steps"])
+    sweep = qk_norm.qk_sweep(s["lrs"], s["seeds"], arms=arms or qk_norm.QK_ARMS,
+                             steps=s["steps"], warmup_steps=s["warmup_steps"])
     return {"settings": s, "runs": {
         arm: {str(lr): [{"loss": _round(r["loss"]), "max_logit": _round(r["max_logit"]),
                          "final_loss": r["final_loss"], "accuracy": r["accuracy"]}
@@ -124,18 +124,54 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def build_results(sections=None, progress: bool = True) -> dict:
-    """Run the sections (all by default) single-threaded and return the results with
-    provenance: command, commit, versions, date, seconds per section."""
+def _task(name: str, part=None):
+    """One unit of work in a worker process: a section, or one arm of the QK-norm sweep."""
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    value = _qk_norm([part]) if name == "qk_norm" and part else SECTIONS[name]()
+    return name, part, value, time.perf_counter() - start
+
+
+def _tasks(chosen):
+    from layernorm_tutorial.lab.large_models.qk_norm import QK_ARMS
+
+    for name in chosen:
+        if name == "qk_norm":
+            yield from ((name, arm) for arm in QK_ARMS)
+        elif name != "sequence_parallel":     # it starts its own processes: run it last, here
+            yield name, None
+
+
+def build_results(sections=None, progress: bool = True, workers: int = 1) -> dict:
+    """Run the sections (all by default), each single-threaded, in ``workers`` processes
+    (the QK-norm sweep split by arm), and return the results with provenance: command,
+    commit, versions, date, seconds per section (summed over its parts)."""
+    from concurrent.futures import ProcessPoolExecutor
+
     torch.set_num_threads(1)
     chosen = list(sections or SECTIONS)
     data, seconds = {}, {}
-    for name in chosen:
-        start = time.perf_counter()
-        data[name] = SECTIONS[name]()
-        seconds[name] = round(time.perf_counter() - start, 1)
+
+    def collect(name, part, value, took):
+        seconds[name] = round(seconds.get(name, 0.0) + took, 1)
+        if name == "qk_norm" and name in data:
+            data[name]["runs"].update(value["runs"])
+        else:
+            data[name] = value
         if progress:
-            print(f"{name}: {seconds[name]:.0f} s", flush=True)
+            print(f"{name}{' ' + part if part else ''}: {took:.0f} s", flush=True)
+
+    tasks = list(_tasks(chosen))
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            for result in pool.map(_task, *zip(*tasks, strict=True)):
+                collect(*result)
+    else:
+        for task in tasks:
+            collect(*_task(*task))
+    if "sequence_parallel" in chosen:
+        collect(*_task("sequence_parallel"))
+    data = {name: data[name] for name in chosen}
     try:
         import transformers
         tf_version = transformers.__version__
@@ -147,7 +183,7 @@ def build_results(sections=None, progress: bool = True) -> dict:
                   "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   "torch": torch.__version__, "transformers": tf_version,
                   "python": platform.python_version(), "machine": platform.machine(),
-                  "threads": 1, "seconds": seconds}
+                  "threads": 1, "workers": workers, "seconds": seconds}
     return {"provenance": provenance, **data}
 
 
