@@ -329,7 +329,7 @@ def test_several_rows_per_program_with_a_partial_last_tile(n, dtype):
     from layernorm_tutorial.triton_kernels import ops
 
     for kernel in ("forward", "backward"):
-        _, _, rows, fits = ops.launch_config(n, ops.MAX_BLOCK_N, kernel)
+        _, _, rows, _, fits = ops.launch_config(n, ops.MAX_BLOCK_N, kernel)
         assert fits and rows > 1 and 7 % rows != 0
     x, w, b, dy = _make((7, n), (n,), dtype, seed=n)
     _check_against_torch(x, (n,), w, b, dy)
@@ -349,3 +349,28 @@ def test_weight_bias_variants_on_multi_row_tiles_and_chunks(with_weight, with_bi
         assert (a is None) == (r is None)
         if a is not None:
             torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_weight,with_bias", [(True, True), (False, True), (True, False)])
+def test_rows_split_between_two_programs(with_weight, with_bias):
+    # SPLIT = 2 or 4: the programs of a group reduce the whole row, each writes its part of
+    # dx and of the partial dgamma/dbeta. Forced on short rows (2 rows per step, 5 rows, 4
+    # groups, one of them idle) and taken by the rule for a 16-bit row over 8192.
+    from layernorm_tutorial.triton_kernels import ops
+
+    x, w, b, dy = _make((5, 300), (300,), torch.float32, with_weight, with_bias, seed=16)
+    _, mean, rstd = layer_norm_forward(x, w, b)
+    whole = layer_norm_backward(dy, x, w, mean, rstd, compute_db=with_bias)
+    for parts in (2, 4):
+        split = layer_norm_backward(dy, x, w, mean, rstd, compute_db=with_bias,
+                                    config=(512, 4, 2, parts, True), num_programs=4)
+        for a, r in zip(split, whole, strict=True):
+            assert (a is None) == (r is None)
+            if a is not None:
+                torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-5)
+    n = ops.SPLIT_ABOVE + 808
+    assert ops.launch_config(n, ops.MAX_BLOCK_N_BACKWARD, "backward", 2)[3] == 2
+    assert ops.launch_config(n, ops.MAX_BLOCK_N_BACKWARD, "backward", 4)[3] == 4
+    if with_weight and with_bias:
+        x, w, b, dy = _make((2, n), (n,), torch.bfloat16, seed=17)
+        _check_against_torch(x, (n,), w, b, dy)

@@ -38,10 +38,11 @@ import re
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._cli import OutputPathError, check_output_path, write_text_atomically
+from .._cli import OutputPathError, check_output_path, positive_int, write_text_atomically
 from . import INTERPRETED, ops
 from ._interpreter import COMPILE_ONLY_FLAG
 
@@ -74,12 +75,14 @@ class Config:
     aligned: bool = True
     block_g: int = 0
     rows: int = 1
+    split: int = 1
 
     def label(self) -> str:
         """Short text for tables, e.g. ``BLOCK_N=8192 w=8 row w+b``."""
         if self.kernel == "reduce":
             return f"BLOCK_G={self.block_g} BLOCK_N={self.block_n} w={self.num_warps}"
-        path = (f"{self.rows} rows" if self.rows > 1 else "row") if self.row_fits_block \
+        path = (f"{self.rows} rows" if self.rows > 1 else
+                f"row/{self.split}" if self.split > 1 else "row") if self.row_fits_block \
             else "chunks"
         flags = "+".join(f for f, on in (("w", self.has_weight), ("dw", self.compute_dw),
                                           ("b", self.has_bias)) if on) or "none"
@@ -87,26 +90,31 @@ class Config:
         return f"BLOCK_N={self.block_n} w={self.num_warps} {path} {flags}{tail}"
 
 
-def launch_triples(kernel: str) -> list[tuple[int, int, int, bool]]:
-    """Every ``(BLOCK_N, num_warps, ROWS, ROW_FITS_BLOCK)`` that ``ops`` can choose for
-    ``kernel``.
+ELEMENT_SIZE = {"fp32": 4, "fp16": 2, "bf16": 2}
 
-    ``ops.launch_config(n, cap, kernel)`` depends on ``n`` only through
+
+def launch_triples(kernel: str, dtype: str = "fp32") -> list[tuple[int, int, int, int, bool]]:
+    """Every ``(BLOCK_N, num_warps, ROWS, SPLIT, ROW_FITS_BLOCK)`` that ``ops`` can choose
+    for ``kernel`` on ``dtype`` rows.
+
+    ``ops.launch_config(n, cap, kernel, size)`` depends on ``n`` only through
     ``next_power_of_2(n)`` and ``n <= cap``: powers of two up to the cap and one row longer
     than the cap cover it."""
     cap = {"forward": ops.MAX_BLOCK_N, "backward": ops.MAX_BLOCK_N_BACKWARD}[kernel]
     lengths = [2 ** k for k in range(cap.bit_length())] + [cap + 1]
-    return sorted({ops.launch_config(n, cap, kernel) for n in lengths},
-                  key=lambda t: (t[0], not t[3]))
+    return sorted({ops.launch_config(n, cap, kernel, ELEMENT_SIZE[dtype]) for n in lengths},
+                  key=lambda t: (t[0], not t[4]))
 
 
-def launch_configs(kernel: str) -> list[Config]:
-    """All configurations of ``kernel`` that the launchers in ``ops`` can pick on a GPU.
+def launch_configs(kernel: str, dtype: str = "fp32") -> list[Config]:
+    """All configurations of ``kernel`` that the launchers in ``ops`` can pick on a GPU for
+    ``dtype`` rows.
 
     Forward: every block/warps/rows choice, both row paths, with and without weight and
-    bias. Backward: the same with every (HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB) the autograd
-    function can ask for. Reduction: every column width ``ops.reduce_block_n`` can pick,
-    with dgamma and dbeta, or one of them. Rows are aligned when they can be (``N >= 16``)."""
+    bias. Backward: the same (and the split of the longest rows) with every
+    (HAS_WEIGHT, COMPUTE_DW, COMPUTE_DB) the autograd function can ask for. Reduction: every
+    column width ``ops.reduce_block_n`` can pick, with dgamma and dbeta, or one of them.
+    Rows are aligned when they can be (``N >= 16``)."""
     if kernel == "reduce":
         return [Config("reduce", block_n, ops.REDUCE_NUM_WARPS, block_g=ops.REDUCE_BLOCK_G,
                        has_weight=dw, compute_dw=dw, has_bias=db)
@@ -121,8 +129,9 @@ def launch_configs(kernel: str) -> list[Config]:
     else:
         raise ValueError(f"kernel: expected one of {KERNELS}, got {kernel!r}")
     return [Config(kernel, block_n, warps, fits, aligned=block_n >= 16,
-                   rows=rows if fits else 1, **f)
-            for block_n, warps, rows, fits in launch_triples(kernel) for f in flags]
+                   rows=rows if fits else 1, split=split if fits else 1, **f)
+            for block_n, warps, rows, split, fits in launch_triples(kernel, dtype)
+            for f in flags]
 
 
 def _arg_types(kernel: str, dtype: str, config: Config) -> tuple[dict, dict]:
@@ -139,7 +148,7 @@ def _arg_types(kernel: str, dtype: str, config: Config) -> tuple[dict, dict]:
                      stride_x="i32", stride_dy="i32", stride_dx="i32", M="i32", N="i32")
         constants = dict(HAS_WEIGHT=config.has_weight, COMPUTE_DW=config.compute_dw,
                          COMPUTE_DB=config.has_bias, BLOCK_N=config.block_n, ROWS=config.rows,
-                         ROW_FITS_BLOCK=config.row_fits_block)
+                         SPLIT=config.split, ROW_FITS_BLOCK=config.row_fits_block)
     else:
         types = dict(Partial=f32, OutW=t, OutB=t, G="i32", N="i32")
         constants = dict(COMPUTE_DW=config.compute_dw, COMPUTE_DB=config.has_bias,
@@ -302,8 +311,8 @@ def compile_function_report(function: str, types: dict, constants: dict, target:
 
 def full_grid() -> list[tuple[str, str, str, Config]]:
     """Every (kernel, target, dtype, config) the launchers can produce."""
-    return [(c.kernel, target, dtype, c) for kernel in KERNELS for c in launch_configs(kernel)
-            for target in TARGETS for dtype in DTYPES]
+    return [(c.kernel, target, dtype, c) for kernel in KERNELS for dtype in DTYPES
+            for c in launch_configs(kernel, dtype) for target in TARGETS]
 
 
 def compile_in_subprocess(jobs, *, cache_dir: str | os.PathLike | None = None,
@@ -366,12 +375,20 @@ def main(argv=None) -> None:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="JSON file to write the table to")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
+    parser.add_argument("--jobs", type=positive_int, default=1,
+                        help="compiling processes in parallel (default 1)")
     args = parser.parse_args(argv)
     try:
         out = check_output_path(args.out, force=args.force)
     except OutputPathError as err:
         parser.error(str(err))
-    rows = compile_in_subprocess(full_grid())
+    grid = full_grid()
+    shares = [grid[i::args.jobs] for i in range(args.jobs)]
+    with ThreadPoolExecutor(args.jobs) as pool:  # each share compiles in its own process
+        parts = list(pool.map(compile_in_subprocess, shares))
+    rows = [None] * len(grid)
+    for i, part in enumerate(parts):
+        rows[i::args.jobs] = part
     write_text_atomically(out, json.dumps(dict(
         command="python -m layernorm_tutorial.triton_kernels.aot --out " + args.out,
         versions=versions(), rows=rows), indent=1) + "\n")

@@ -141,7 +141,7 @@ def layer_norm_bwd_kernel(
     W,  # pointer to gamma (N,); unused when HAS_WEIGHT is False
     Mean,  # pointer to the per-row means saved by the forward (M,), float32
     Rstd,  # pointer to the per-row rstd saved by the forward (M,), float32
-    Partial,  # float32 (2, num_programs, N): partial dgamma (slab 0) and dbeta (slab 1)
+    Partial,  # float32 (2, groups, N): partial dgamma (slab 0) and dbeta (slab 1)
     stride_x,  # elements between the starts of consecutive rows of X
     stride_dy,  # ... of DY
     stride_dx,  # ... of DX
@@ -152,58 +152,101 @@ def layer_norm_bwd_kernel(
     COMPUTE_DB: tl.constexpr,  # write partial dbeta
     BLOCK_N: tl.constexpr,  # lanes per row block, a power of two
     ROWS: tl.constexpr,  # rows per step (a power of two; 1 unless rows are short)
+    SPLIT: tl.constexpr,  # programs sharing each row's columns (1; 2 or 4 for the longest)
     ROW_FITS_BLOCK: tl.constexpr,  # N <= BLOCK_N: the rows are held in registers
 ):
-    """dx for row blocks pid, pid + P, pid + 2P, ... and this program's partial dw, db.
+    """dx for row blocks g, g + G, g + 2G, ... of group g and this program's partial dw, db.
 
     With xhat = (x - mean) * rstd and wdy = w * dy (elementwise, one row):
         c1 = mean(xhat * wdy),  c2 = mean(wdy),  dx = (wdy - (xhat * c1 + c2)) * rstd
-        partial dw += dy * xhat,  partial db += dy      (summed over this program's rows)
-    Program ``pid`` owns row ``pid`` of each partial slab and writes all of it (zeros when
-    it received no rows), so no other program touches it: no atomics, no locks, and the
-    order of every floating-point addition is fixed. gamma is reloaded at every step (an L1
-    or L2 hit) instead of held in registers for the whole loop: the registers it would take
-    decide whether two programs fit on a multiprocessor.
+        partial dw += dy * xhat,  partial db += dy      (summed over the group's rows)
+    The ``P`` programs form ``G = P / SPLIT`` groups of ``SPLIT`` programs; program ``pid``
+    is part ``pid % SPLIT`` of group ``pid // SPLIT``. With ``SPLIT = 1`` a program holds
+    its rows and both accumulators in registers. With ``SPLIT`` of 2 or 4 (rows too long for a
+    row and two row-sized accumulators in one program's registers) both programs of a group
+    read the whole row for c1 and c2, then each reloads its half of the columns (from L1 or
+    L2: its partner read the same row at about the same time), writes that half of dx and
+    accumulates dw, db for that half only. Group ``g`` owns row ``g`` of each partial slab
+    and its parts write disjoint columns of it (zeros when the group received no rows): no
+    atomics, no locks, and the order of every floating-point addition is fixed. gamma is
+    reloaded at every step (an L1 or L2 hit) instead of held in registers for the whole
+    loop: the registers it would take decide whether two programs fit on a multiprocessor.
     """
     pid = tl.program_id(0)
-    num_programs = tl.num_programs(0)
+    groups = tl.num_programs(0) // SPLIT
+    group = pid // SPLIT
     cols = tl.arange(0, BLOCK_N)
-    PartialDW = Partial + pid.to(tl.int64) * N
-    PartialDB = Partial + (num_programs + pid).to(tl.int64) * N
+    PartialDW = Partial + group.to(tl.int64) * N
+    PartialDB = Partial + (groups + group).to(tl.int64) * N
     if ROW_FITS_BLOCK:
-        col_mask = cols < N
-        dw_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
-        db_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
-        for block in range(pid, tl.cdiv(M, ROWS), num_programs):
+        PART_N: tl.constexpr = BLOCK_N // SPLIT
+        col_mask = cols < N  # (SPLIT = 1)
+        pcols = (pid % SPLIT) * PART_N + tl.arange(0, PART_N)  # this program's columns
+        pcol_mask = pcols < N
+        dw_acc = tl.zeros([ROWS, PART_N], dtype=tl.float32)
+        db_acc = tl.zeros([ROWS, PART_N], dtype=tl.float32)
+        for block in range(group, tl.cdiv(M, ROWS), groups):
             rows = block * ROWS + tl.arange(0, ROWS)
             row_mask = rows < M
-            mask = row_mask[:, None] & col_mask[None, :]
+            mask = row_mask[:, None] & col_mask[None, :]  # (SPLIT = 1)
             rows64 = rows.to(tl.int64)
-            x = tl.load(X + rows64[:, None] * stride_x + cols[None, :], mask=mask,
-                        other=0.0).to(tl.float32)
-            dy = tl.load(DY + rows64[:, None] * stride_dy + cols[None, :], mask=mask,
-                         other=0.0).to(tl.float32)
             mean = tl.load(Mean + rows, mask=row_mask, other=0.0)
             rstd = tl.load(Rstd + rows, mask=row_mask, other=0.0)
-            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-            if HAS_WEIGHT:
-                w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
-                wdy = w[None, :] * dy
+            if SPLIT == 1:
+                x = tl.load(X + rows64[:, None] * stride_x + cols[None, :], mask=mask,
+                            other=0.0).to(tl.float32)
+                dy = tl.load(DY + rows64[:, None] * stride_dy + cols[None, :], mask=mask,
+                             other=0.0).to(tl.float32)
+                xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+                if HAS_WEIGHT:
+                    w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+                    wdy = w[None, :] * dy
+                else:
+                    wdy = dy
+                c1 = tl.sum(xhat * wdy, axis=1) / N
+                c2 = tl.sum(wdy, axis=1) / N
+                pmask = mask
             else:
-                wdy = dy
-            c1 = tl.sum(xhat * wdy, axis=1) / N
-            c2 = tl.sum(wdy, axis=1) / N
+                # c1 and c2 over the whole row, one part at a time (a part's registers are
+                # reused for the next), then this program's part again, from the caches.
+                s1 = tl.zeros([ROWS], dtype=tl.float32)
+                s2 = tl.zeros([ROWS], dtype=tl.float32)
+                for part in tl.static_range(SPLIT):
+                    c = part * PART_N + tl.arange(0, PART_N)
+                    m = row_mask[:, None] & (c < N)[None, :]
+                    x = tl.load(X + rows64[:, None] * stride_x + c[None, :], mask=m,
+                                other=0.0).to(tl.float32)
+                    dy = tl.load(DY + rows64[:, None] * stride_dy + c[None, :], mask=m,
+                                 other=0.0).to(tl.float32)
+                    xhat = tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
+                    if HAS_WEIGHT:
+                        dy = tl.load(W + c, mask=c < N, other=0.0).to(tl.float32)[None, :] * dy
+                    s1 += tl.sum(xhat * dy, axis=1)
+                    s2 += tl.sum(dy, axis=1)
+                c1 = s1 / N
+                c2 = s2 / N
+                pmask = row_mask[:, None] & pcol_mask[None, :]
+                dy = tl.load(DY + rows64[:, None] * stride_dy + pcols[None, :], mask=pmask,
+                             other=0.0).to(tl.float32)
+                x = tl.load(X + rows64[:, None] * stride_x + pcols[None, :], mask=pmask,
+                            other=0.0).to(tl.float32)
+                xhat = tl.where(pmask, (x - mean[:, None]) * rstd[:, None], 0.0)
+                if HAS_WEIGHT:
+                    w = tl.load(W + pcols, mask=pcol_mask, other=0.0).to(tl.float32)
+                    wdy = w[None, :] * dy
+                else:
+                    wdy = dy
             dx = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
-            tl.store(DX + rows64[:, None] * stride_dx + cols[None, :],
-                     dx.to(DX.dtype.element_ty), mask=mask)
+            tl.store(DX + rows64[:, None] * stride_dx + pcols[None, :],
+                     dx.to(DX.dtype.element_ty), mask=pmask)
             if COMPUTE_DW:
                 dw_acc += dy * xhat
             if COMPUTE_DB:
                 db_acc += dy
         if COMPUTE_DW:
-            tl.store(PartialDW + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+            tl.store(PartialDW + pcols, tl.sum(dw_acc, axis=0), mask=pcol_mask)
         if COMPUTE_DB:
-            tl.store(PartialDB + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+            tl.store(PartialDB + pcols, tl.sum(db_acc, axis=0), mask=pcol_mask)
     else:
         # Long rows: the partial sums live in this program's row of the float32 slabs
         # (read-modify-write, private to this program), which is zeroed first.
@@ -213,7 +256,7 @@ def layer_norm_bwd_kernel(
                 tl.store(PartialDW + c, tl.zeros([BLOCK_N], dtype=tl.float32), mask=c < N)
             if COMPUTE_DB:
                 tl.store(PartialDB + c, tl.zeros([BLOCK_N], dtype=tl.float32), mask=c < N)
-        for row in range(pid, M, num_programs):
+        for row in range(group, M, groups):  # SPLIT is 1 on this path
             row64 = tl.cast(row, tl.int64)
             mean = tl.load(Mean + row64)
             rstd = tl.load(Rstd + row64)

@@ -21,17 +21,24 @@ from .kernels import layer_norm_bwd_kernel, layer_norm_fwd_kernel, sum_partials_
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK_N = 16384  # forward: longest row kept in registers; longer rows are walked in chunks
-MAX_BLOCK_N_BACKWARD = 8192  # backward: rows and two accumulators; 16384 spills (see aot)
+# Backward: rows up to 8192 are held by one program (row and two accumulators); rows up to
+# 16384 by SPLIT programs that share the columns (16384 in one program spills; see aot):
+# SPLIT = 2 for 16-bit rows, 4 for float32 rows (SPLIT_PART_BYTES of the row per program).
+MAX_BLOCK_N_BACKWARD = 16384
+SPLIT_ABOVE = 8192  # backward rows longer than this (and at most the cap) are split
+SPLIT_PART_BYTES = 16384
 CHUNK_BLOCK_N = 8192  # rows longer than the cap are walked in chunks of at most this many
 # Short rows: a program takes ROWS rows per step so that a step covers at least this many
 # elements (bytes in flight, see ``roofline``).
 FORWARD_TILE, BACKWARD_TILE = 4096, 4096
 MAX_ROWS = 16
-ELEMENTS_PER_THREAD = 32  # forward and backward: warps = tile / (32 * this), 1 to MAX_WARPS
-# At most 8 warps: on an H100 (tune.json) 16 warps were no faster in the forward, and in the
-# backward they never fit more programs per multiprocessor.
-MAX_WARPS = 8  # forward
-MAX_WARPS_BACKWARD = 8  # backward
+# Warps. Forward: 4, or 8 when a tile holds over 32 KiB of input (float32 rows of 16384:
+# with 4 warps they spill); on an H100 (tune.json) 8 or 16 warps were not faster for the
+# others. Backward: one warp per 1024 elements of a tile, 4 to 8; 16 for the longest
+# resident rows (the registers of 8 warps cannot hold them).
+FORWARD_WARPS, FORWARD_BYTES_PER_WARP_STEP = 4, 8192
+MAX_WARPS = 8
+MAX_WARPS_BACKWARD, LONG_ROW_WARPS = 8, 16
 BACKWARD_PROGRAMS_PER_SM = 2  # at most: more programs mean more partial rows to write/read
 REDUCE_BLOCK_G = 32  # partial rows added per step of the dgamma/dbeta reduction
 REDUCE_BLOCK_NS = (16, 32, 64, 128)  # its columns per program (``reduce_block_n``)
@@ -46,32 +53,38 @@ def block_size(n: int, max_block_n: int = MAX_BLOCK_N) -> int:
     return min(triton.next_power_of_2(max(n, 1)), max_block_n)
 
 
-def num_warps_for(elements: int, max_warps: int = MAX_WARPS) -> int:
-    """Warps per program for a tile of ``elements``: ``ELEMENTS_PER_THREAD`` elements per
-    thread, between 1 and ``max_warps``."""
-    return min(max(elements // (32 * ELEMENTS_PER_THREAD), 1), max_warps)
-
-
-def launch_config(n: int, max_block_n: int, kernel: str = "forward") -> tuple[int, int, int, bool]:
-    """``(BLOCK_N, num_warps, ROWS, ROW_FITS_BLOCK)`` for rows of ``n`` elements, block
-    capped at ``max_block_n``: the one rule the launchers (and the ahead-of-time compile)
-    use.
+def launch_config(n: int, max_block_n: int, kernel: str = "forward",
+                  element_size: int = 4) -> tuple[int, int, int, int, bool]:
+    """``(BLOCK_N, num_warps, ROWS, SPLIT, ROW_FITS_BLOCK)`` for rows of ``n`` elements of
+    ``element_size`` bytes, block capped at ``max_block_n``: the one rule the launchers (and
+    the ahead-of-time compile) use.
 
     A row of up to ``max_block_n`` elements is held in one block, ``ROWS`` rows at a time
     when rows are short (a ``ROWS x BLOCK_N`` tile of at least ``FORWARD_TILE`` or
-    ``BACKWARD_TILE`` elements); a longer row is walked alone in chunks of
-    ``min(max_block_n, CHUNK_BLOCK_N)`` lanes (16384-lane chunks spill registers on sm_90,
-    see ``aot``)."""
+    ``BACKWARD_TILE`` elements); in the backward, rows over ``SPLIT_ABOVE`` are shared by
+    ``SPLIT`` programs, each holding ``SPLIT_PART_BYTES`` of the row. A longer row is
+    walked alone in chunks of ``min(max_block_n, CHUNK_BLOCK_N)`` lanes. Warps: see the
+    constants above."""
     if kernel not in ("forward", "backward"):
         raise ValueError(f"kernel: expected 'forward' or 'backward', got {kernel!r}")
-    tile = FORWARD_TILE if kernel == "forward" else BACKWARD_TILE
-    max_warps = MAX_WARPS if kernel == "forward" else MAX_WARPS_BACKWARD
     if n <= max_block_n:
-        block_n = block_size(n, max_block_n)
-        rows = min(max(tile // block_n, 1), MAX_ROWS)
+        block_n, fits = block_size(n, max_block_n), True
+        rows = min(max(FORWARD_TILE if kernel == "forward" else BACKWARD_TILE, block_n)
+                   // block_n, MAX_ROWS)
     else:
-        block_n, rows = min(max_block_n, CHUNK_BLOCK_N), 1
-    return block_n, num_warps_for(rows * block_n, max_warps), rows, n <= block_n
+        block_n, rows, fits = min(max_block_n, CHUNK_BLOCK_N), 1, False
+    tile = rows * block_n
+    split = 1
+    if kernel == "backward" and fits and block_n > SPLIT_ABOVE:
+        split = max(2, block_n * element_size // SPLIT_PART_BYTES)
+    if kernel == "forward":
+        warps = min(max(FORWARD_WARPS, tile * element_size // FORWARD_BYTES_PER_WARP_STEP),
+                    MAX_WARPS)
+    elif block_n > SPLIT_ABOVE or not fits:
+        warps = LONG_ROW_WARPS
+    else:
+        warps = min(max(tile // 1024, 4), MAX_WARPS_BACKWARD)
+    return block_n, warps, rows, split, fits
 
 
 def device_limits(device: torch.device) -> dict:
@@ -149,7 +162,8 @@ def layer_norm_forward(x2d: torch.Tensor, weight: torch.Tensor | None,
     rstd = torch.empty(m, dtype=torch.float32, device=x2d.device) if rstd is None else rstd
     if m == 0 or n == 0:
         return y, mean.fill_(float("nan")), rstd.fill_(float("nan"))
-    block_n, num_warps, rows, row_fits_block = config or launch_config(n, max_block_n)
+    block_n, num_warps, rows, _, row_fits_block = config or launch_config(
+        n, max_block_n, "forward", x2d.element_size())
     grid = (triton.cdiv(m, rows) if row_fits_block else m,)
     layer_norm_fwd_kernel[grid](
         x2d, y, weight if weight is not None else x2d, bias if bias is not None else x2d,
@@ -190,17 +204,18 @@ def sum_partials(partial: torch.Tensor, dw: torch.Tensor | None, db: torch.Tenso
 
 
 def backward_programs(m: int, rows: int, device: torch.device, resident: int = 1,
-                      per_sm: int = BACKWARD_PROGRAMS_PER_SM) -> int:
-    """How many programs share the rows in the backward: on a GPU, ``resident`` (programs
-    that fit on one multiprocessor, from the compiled resources) but at most ``per_sm`` per
-    multiprocessor, times the multiprocessors; never more than the ``ceil(m / rows)`` row
-    blocks. Under the interpreter, ``INTERPRETER_PROGRAMS``."""
+                      per_sm: int = BACKWARD_PROGRAMS_PER_SM, split: int = 1) -> int:
+    """How many program groups share the rows in the backward (each group is ``split``
+    programs). On a GPU: ``resident`` programs fit on one multiprocessor (from the compiled
+    resources), at most ``per_sm`` of them are used, times the multiprocessors, divided by
+    ``split``; never more groups than the ``ceil(m / rows)`` row blocks. Under the
+    interpreter, ``INTERPRETER_PROGRAMS // split``."""
     blocks = triton.cdiv(m, rows)
     if device.type == "cuda":
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        target = sms * max(1, min(resident, per_sm))
+        target = sms * max(1, min(resident, per_sm)) // split
     else:
-        target = INTERPRETER_PROGRAMS
+        target = INTERPRETER_PROGRAMS // split
     return max(1, min(blocks, target))
 
 
@@ -211,14 +226,14 @@ def _backward_plan(dy2d, x2d, weight, mean, rstd, dx, compute_dw, compute_db, ma
                    config, per_sm, num_programs):
     """``(constants, num_warps, programs)`` of the backward launch (see layer_norm_backward)."""
     m, n = x2d.shape
-    block_n, num_warps, rows, row_fits_block = config or launch_config(n, max_block_n,
-                                                                      "backward")
-    rows = rows if row_fits_block else 1
+    block_n, num_warps, rows, split, row_fits_block = config or launch_config(
+        n, max_block_n, "backward", x2d.element_size())
+    rows, split = (rows, split) if row_fits_block else (1, 1)
     constants = dict(HAS_WEIGHT=weight is not None, COMPUTE_DW=compute_dw,
-                     COMPUTE_DB=compute_db, BLOCK_N=block_n, ROWS=rows,
+                     COMPUTE_DB=compute_db, BLOCK_N=block_n, ROWS=rows, SPLIT=split,
                      ROW_FITS_BLOCK=row_fits_block)
-    programs = num_programs
-    if programs is None:
+    groups = num_programs
+    if groups is None:
         resident = 1
         if x2d.device.type == "cuda":
             probe = torch.empty((2, 1, n), dtype=torch.float32, device=x2d.device)
@@ -227,8 +242,8 @@ def _backward_plan(dy2d, x2d, weight, mean, rstd, dx, compute_dw, compute_db, ma
                 layer_norm_bwd_kernel, (dx, dy2d, x2d, w_arg, mean, rstd, probe,
                                         x2d.stride(0), dy2d.stride(0), dx.stride(0), m, n),
                 constants, num_warps, x2d.device)
-        programs = backward_programs(m, rows, x2d.device, resident, per_sm)
-    return constants, num_warps, programs
+        groups = backward_programs(m, rows, x2d.device, resident, per_sm, split)
+    return constants, num_warps, groups * split
 
 
 def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None,
@@ -243,9 +258,10 @@ def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Ten
 
     ``dx`` has the input's dtype; ``dweight``/``dbias`` (N,) are reduced in float32 and cast
     to the parameter's dtype (``dbias``: ``bias_dtype``, by default the weight's dtype, or the
-    input's when ``weight`` is None). ``num_programs`` overrides how many programs share the
-    rows (tests use more programs than rows); ``config`` overrides ``launch_config`` and
-    ``per_sm`` the cap on programs per multiprocessor (tuning runs). Two launches: the
+    input's when ``weight`` is None). ``num_programs`` overrides how many program groups
+    share the rows (``backward_programs``; tests use more groups than rows); ``config``
+    overrides ``launch_config`` and ``per_sm`` the cap on programs per multiprocessor
+    (tuning runs). Two launches: the
     backward kernel, then one reduction for both dweight and dbias.
     """
     m, n = x2d.shape
@@ -273,7 +289,8 @@ def layer_norm_backward(dy2d: torch.Tensor, x2d: torch.Tensor, weight: torch.Ten
     constants, num_warps, programs = plan
     w_arg = weight if weight is not None else x2d
     slabs = compute_dw or compute_db
-    partial = torch.empty((2, programs, n) if slabs else (2, 1, 1), dtype=torch.float32,
+    groups = programs // constants["SPLIT"]
+    partial = torch.empty((2, groups, n) if slabs else (2, 1, 1), dtype=torch.float32,
                           device=x2d.device)
     layer_norm_bwd_kernel[(programs,)](
         dx, dy2d, x2d, w_arg, mean, rstd, partial, x2d.stride(0), dy2d.stride(0),

@@ -86,7 +86,7 @@ def occupancy_for_limits(registers: int, num_warps: int, shared_bytes: int,
 
 def _path_key(row: dict) -> tuple:
     return (row["kernel"], row["block_n"], row["num_warps"], row["row_fits_block"],
-            row["aligned"], row.get("rows", 1))
+            row["aligned"], row.get("rows", 1), row.get("split", 1))
 
 
 def worst_per_path(rows: list[dict], target: str, dtype: str) -> list[dict]:
@@ -102,9 +102,10 @@ def worst_per_path(rows: list[dict], target: str, dtype: str) -> list[dict]:
         g = groups[key]
         regs = max(r["registers"] for r in g)
         shared = max(r["shared_bytes"] + r["static_shared_bytes"] for r in g)
-        kernel, block_n, warps, fits, aligned, rows = key
+        kernel, block_n, warps, fits, aligned, rows, split = key
         out.append(dict(kernel=kernel, block_n=block_n, num_warps=warps, row_fits_block=fits,
-                        aligned=aligned, rows=rows, variants=len(g), registers=regs,
+                        aligned=aligned, rows=rows, split=split, variants=len(g),
+                        registers=regs,
                         shared_bytes=shared,
                         spill_bytes=max(spill_bytes(r) + r["stack_bytes"] for r in g),
                         **occupancy(regs, warps, shared, target)))
@@ -118,8 +119,8 @@ def format_resource_table(rows: list[dict], target: str, dtype: str) -> str:
              f"{'kernel':<9}{'BLOCK_N':>8}{'warps':>6}  {'path':<8}{'regs':>5}"
              f"{'shared B':>9}{'spill B':>8}{'progs/SM':>9}{'occupancy':>10}  limited by"]
     for r in worst_per_path(rows, target, dtype):
-        path = (f"{r['rows']} rows" if r["rows"] > 1 else "row") if r["row_fits_block"] \
-            else "chunks"
+        path = (f"{r['rows']} rows" if r["rows"] > 1 else f"row/{r['split']}"
+                if r["split"] > 1 else "row") if r["row_fits_block"] else "chunks"
         lines.append(f"{r['kernel']:<9}{r['block_n']:>8}{r['num_warps']:>6}  {path:<8}"
                      f"{r['registers']:>5}{r['shared_bytes']:>9}{r['spill_bytes']:>8}"
                      f"{r['programs']:>9}{r['occupancy']:>10.0%}  {r['limit']}")
@@ -130,7 +131,7 @@ def row_key(row: dict) -> tuple:
     """Identity of a compiled configuration (kernel, target, dtype and all constants)."""
     return (row["kernel"], row["target"], row["dtype"], row["block_n"], row["num_warps"],
             row["row_fits_block"], row["has_weight"], row["has_bias"], row["compute_dw"],
-            row["aligned"], row["block_g"], row.get("rows", 1))
+            row["aligned"], row["block_g"], row.get("rows", 1), row.get("split", 1))
 
 
 def summary(rows: list[dict]) -> str:

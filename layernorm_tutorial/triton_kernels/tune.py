@@ -41,8 +41,8 @@ def measure_latency_ns(nbytes: int, steps: int = 20000, seed: int = 0) -> float:
 
     @triton.jit
     def chase(P, Out, start, steps):
-        idx = start
-        for _ in range(steps):
+        idx = tl.load(P + start)  # int64 from here on
+        for _ in range(steps - 1):
             idx = tl.load(P + idx)
         tl.store(Out, idx)
 
@@ -69,19 +69,18 @@ def _candidates(n: int, kernel: str) -> list[tuple]:
     """``(config, per_sm)`` pairs to try: the rule's own first, then other warp counts (and,
     in the backward, programs per multiprocessor), then other row counts for short rows."""
     cap = ops.MAX_BLOCK_N if kernel == "forward" else ops.MAX_BLOCK_N_BACKWARD
-    block_n, warps, rows, fits = ops.launch_config(n, cap, kernel)
+    block_n, warps, rows, split, fits = ops.launch_config(n, cap, kernel, 2)
     default_per_sm = ops.BACKWARD_PROGRAMS_PER_SM if kernel == "backward" else None
-    out = [((block_n, warps, rows, fits), default_per_sm)]
+    out = [((block_n, warps, rows, split, fits), default_per_sm)]
     per_sm_options = (1, 2, 4) if kernel == "backward" else (None,)
     for w in (4, 8, 16):
         for p in per_sm_options:
-            out.append(((block_n, w, rows, fits), p))
+            out.append(((block_n, w, rows, split, fits), p))
     if fits and n <= 2048:
         for r in (max(rows // 2, 1), 2 * rows):
-            out.append(((block_n, warps, r, fits), default_per_sm))
-    if kernel == "backward" and not fits:  # long rows: resident, and other chunk widths
-        out += [((16384, 16, 1, n <= 16384), 1), ((4096, 8, 1, False), 2),
-                ((8192, 16, 1, False), 1), ((4096, 16, 1, False), 1)]
+            out.append(((block_n, warps, r, split, fits), default_per_sm))
+    if kernel == "backward" and n > 8192:  # long rows: one program, or chunks
+        out += [((16384, 16, 1, 1, n <= 16384), 1), ((8192, 16, 1, 1, False), 1)]
     return list(dict.fromkeys(out))
 
 
@@ -121,8 +120,8 @@ def sweep(ns=NS, dtypes=("bf16", "fp32"), progress=None) -> list[dict]:
                 nbytes = bytes_moved(M, n, dtype, "fwd" if kernel == "forward" else "bwd")
                 for config, per_sm in _candidates(n, kernel):
                     row = dict(kernel=kernel, n=n, dtype=name, block_n=config[0],
-                               num_warps=config[1], rows=config[2], row_fits_block=config[3],
-                               per_sm=per_sm)
+                               num_warps=config[1], rows=config[2], split=config[3],
+                               row_fits_block=config[4], per_sm=per_sm)
                     try:
                         if kernel == "forward":
                             y = torch.full_like(x, float("nan"))
@@ -140,12 +139,11 @@ def sweep(ns=NS, dtypes=("bf16", "fp32"), progress=None) -> list[dict]:
                             err = max((a.float() - r).abs().max().item() / max(
                                 1.0, r.abs().max().item()) for a, r in
                                 zip(outs, grads_ref, strict=True))
-                            programs = ops.backward_programs(
-                                M, config[2] if config[3] else 1, x.device,
-                                _resident(dy, x, w, mean, rstd, dx, config), per_sm)
-                            row["programs"] = programs
-                            row["resident_per_sm"] = _resident(dy, x, w, mean, rstd, dx,
-                                                               config)
+                            resident = _resident(dy, x, w, mean, rstd, dx, config)
+                            row["programs"] = config[3] * ops.backward_programs(
+                                M, config[2] if config[4] else 1, x.device, resident, per_sm,
+                                config[3])
+                            row["resident_per_sm"] = resident
                         row["max_error"] = err
                         seconds, replay = _time(fn), _time_graph(fn)
                         row.update(ms=seconds * 1e3, gbps=nbytes / seconds / 1e9,
@@ -158,10 +156,10 @@ def sweep(ns=NS, dtypes=("bf16", "fp32"), progress=None) -> list[dict]:
 
 
 def _resident(dy, x, w, mean, rstd, dx, config) -> int:
-    block_n, warps, rows, fits = config
+    block_n, warps, rows, split, fits = config
     n = x.shape[1]
     constants = dict(HAS_WEIGHT=True, COMPUTE_DW=True, COMPUTE_DB=True, BLOCK_N=block_n,
-                     ROWS=rows if fits else 1, ROW_FITS_BLOCK=fits)
+                     ROWS=rows if fits else 1, SPLIT=split if fits else 1, ROW_FITS_BLOCK=fits)
     probe = torch.empty((2, 1, n), dtype=torch.float32, device=x.device)
     return ops.resident_programs(ops.layer_norm_bwd_kernel,
                                  (dx, dy, x, w, mean, rstd, probe, x.stride(0), dy.stride(0),
