@@ -20,6 +20,7 @@ from layernorm_tutorial.nn import LayerNorm
 
 __all__ = [
     "gradient_norm_per_layer",
+    "input_probe_by_depth",
     "residual_stack_at_init",
     "residual_variance_by_depth",
     "reverse_task_batch",
@@ -86,6 +87,59 @@ def residual_variance_by_depth(depth: int = 40, width: int = 256, batch_size: in
                                                                  x0.flatten()]))[0, 1]))
     return {"variance": np.array(variance), "branch_variance": np.array(branch_variance),
             "predicted": np.array(predicted), "input_correlation": np.array(correlation)}
+
+
+def _held_out_r2(features: Tensor, target: Tensor, n_fit: int) -> float:
+    """Fit ``target ~ features @ A + b`` by least squares on the first ``n_fit`` rows and
+    return R^2 on the remaining rows: ``1 - sum ||y - y_hat||^2 / sum ||y - mean(y)||^2``."""
+    ones = torch.ones(features.shape[0], 1, dtype=features.dtype)
+    design = torch.cat([features, ones], dim=1)
+    coef = torch.linalg.lstsq(design[:n_fit], target[:n_fit]).solution
+    test, y = design[n_fit:], target[n_fit:]
+    residual = ((y - test @ coef) ** 2).sum()
+    total = ((y - y.mean(dim=0)) ** 2).sum()
+    return float(1 - residual / total)
+
+
+def input_probe_by_depth(depth: int = 40, width: int = 128, batch_size: int = 256,
+                         architecture: str = "residual", seed: int = 0,
+                         n_fit: int = 8192, n_test: int = 2048) -> dict:
+    """How much of the input ``x_0`` a *linear probe* can read back from ``x_l``, per layer.
+
+    The stack is that of :func:`residual_variance_by_depth` with the same arguments (the same
+    weights: the generator draws the batch and then the blocks in the same order). Extra
+    inputs ``x_0 ~ N(0, I)`` (``n_fit + n_test`` rows, from their own generator) go through
+    it; for each layer ``l`` a linear map with intercept is fitted by least squares from
+    ``x_l`` to ``x_0`` on ``n_fit`` rows and scored on the other ``n_test``:
+
+    ``R^2_l = 1 - sum ||x_0 - x_0_hat||^2 / sum ||x_0 - mean(x_0)||^2`` (held out; 1 = the
+    input is a linear function of ``x_l``, 0 = no linear read-out does better than the mean;
+    small negative values are the fit's noise, about ``-(width + 1) / n_fit``).
+
+    Also returns the coordinate correlation ``corr(x_l, x_0)`` over all entries of the held
+    out rows, the quantity of :func:`residual_variance_by_depth`. NumPy arrays of
+    ``depth + 1`` values (layer 0 included, where both are 1).
+    """
+    if architecture not in ("plain", "residual", "residual_no_norm"):
+        raise ValueError("architecture must be 'plain', 'residual' or 'residual_no_norm', "
+                         f"got {architecture!r}")
+    if n_fit <= width + 1 or n_test < 2:
+        raise ValueError(f"n_fit must exceed width + 1 = {width + 1} and n_test must be at "
+                         f"least 2, got n_fit={n_fit}, n_test={n_test}")
+    g = torch.Generator().manual_seed(seed)
+    torch.randn(batch_size, width, generator=g, dtype=torch.float64)  # as the variance run
+    x0 = torch.randn(n_fit + n_test, width, generator=torch.Generator().manual_seed(seed + 1),
+                     dtype=torch.float64)
+    x = x0
+    r2, correlation = [1.0], [1.0]
+    with torch.no_grad():
+        for _ in range(depth):
+            f = _mlp_branch(width, g, with_norm=architecture != "residual_no_norm")(x)
+            x = f if architecture == "plain" else x + f
+            r2.append(_held_out_r2(x, x0, n_fit))
+            held = torch.stack([x[n_fit:].flatten(), x0[n_fit:].flatten()])
+            correlation.append(float(torch.corrcoef(held)[0, 1]))
+    return {"probe_r2": np.array(r2), "input_correlation": np.array(correlation)}
 
 
 def reverse_task_batch(batch_size: int, seq_len: int = 8, vocab_size: int = 16,

@@ -11,6 +11,7 @@ __all__ = [
     "plot_gradient_heatmaps",
     "plot_gradient_norm_per_layer",
     "plot_loss_curves",
+    "plot_loss_panels",
     "plot_variance_by_depth",
 ]
 
@@ -31,12 +32,16 @@ def _mean_and_band(ax, x, values, label, **style):
     return line
 
 
-def plot_variance_by_depth(results: dict[str, dict]):
+def plot_variance_by_depth(results: dict[str, dict], probes: dict[str, dict] | None = None):
     """Left: measured ``v_l`` (lines) and predicted values (markers) against depth, log y.
-    Right: correlation of ``x_l`` with the input ``x_0`` against depth.
+    Right: what is left of the input ``x_0`` at layer ``l``: the correlation of ``x_l`` with
+    ``x_0`` (dotted when ``probes`` are given, solid otherwise) and, if ``probes`` are given,
+    the held-out R^2 of a linear probe reading ``x_0`` from ``x_l`` (solid).
 
     ``results`` maps a label to the dict of
-    :func:`layernorm_tutorial.lab.residual.experiments.residual_variance_by_depth`.
+    :func:`layernorm_tutorial.lab.residual.experiments.residual_variance_by_depth`;
+    ``probes`` maps the same labels to that of
+    :func:`~layernorm_tutorial.lab.residual.experiments.input_probe_by_depth`.
     """
     fig, (ax_var, ax_corr) = new_figure(1, 2, height=3.5)
     for label, r in results.items():
@@ -44,15 +49,23 @@ def plot_variance_by_depth(results: dict[str, dict]):
         (line,) = ax_var.plot(depth, r["variance"], label=f"{label}: measured")
         ax_var.plot(depth[1:], r["predicted"], "o", markersize=3, color=line.get_color(),
                     fillstyle="none", label=f"{label}: predicted")
-        ax_corr.plot(depth, r["input_correlation"], color=line.get_color(), label=label)
+        if probes is None:
+            ax_corr.plot(depth, r["input_correlation"], color=line.get_color(), label=label)
+            continue
+        probe = probes[label]
+        ax_corr.plot(np.arange(len(probe["probe_r2"])), probe["probe_r2"],
+                     color=line.get_color(), label=f"{label}: probe $R^2$")
+        ax_corr.plot(depth, r["input_correlation"], color=line.get_color(), linestyle=":",
+                     label=f"{label}: correlation")
     ax_var.set_yscale("log")
     ax_var.set_xlabel("layer l")
     ax_var.set_ylabel(r"activation variance $v_l$")
     ax_var.legend(fontsize=7)
     ax_corr.set_xlabel("layer l")
-    ax_corr.set_ylabel(r"correlation of $x_l$ with $x_0$")
+    ax_corr.set_ylabel(r"linear-probe $R^2$ of $x_0$ from $x_l$; correlation" if probes
+                       else r"correlation of $x_l$ with $x_0$")
     ax_corr.axhline(0.0, color="black", linewidth=0.6)
-    ax_corr.legend(fontsize=7)
+    ax_corr.legend(fontsize=6)
     return fig
 
 
@@ -120,10 +133,34 @@ def plot_loss_curves(curves: dict[str, list[float] | np.ndarray], chance: float 
     return fig
 
 
-def plot_depth_sweep(curves: dict[tuple[str, int], list[float]], chance: float | None = None):
+def plot_loss_panels(panels: dict[str, dict[str, np.ndarray]], chance: float | None = None):
+    """One panel per title (e.g. an arrangement), several loss curves per panel.
+
+    ``panels`` maps a title to ``{label: losses}``, each ``(steps,)`` for one run or
+    ``(seeds, steps)`` for several (mean line, min-max band). The panels share the y axis.
+    """
+    fig, axes = new_figure(1, len(panels), height=3.4)
+    axes = list(np.atleast_1d(axes))
+    for ax in axes[1:]:
+        ax.sharey(axes[0])
+    for ax, (title, curves) in zip(axes, panels.items(), strict=True):
+        for label, losses in curves.items():
+            losses = np.asarray(losses, dtype=float)
+            _mean_and_band(ax, np.arange(1, losses.shape[-1] + 1), losses, label)
+        if chance is not None:
+            ax.axhline(chance, color="gray", linestyle="--", linewidth=0.8, label="chance level")
+        ax.set_title(title)
+        ax.set_xlabel("training step")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("training cross-entropy (nats)")
+    return fig
+
+
+def plot_depth_sweep(curves: dict[tuple[str, int], np.ndarray], chance: float | None = None):
     """One panel per arrangement (e.g. "post-LN", "pre-LN"), one loss curve per depth.
 
-    ``curves`` maps ``(arrangement, num_layers)`` to the per-step training losses.
+    ``curves`` maps ``(arrangement, num_layers)`` to the per-step training losses of one run
+    ``(steps,)`` or of several seeds ``(seeds, steps)`` (mean line, min-max band).
     """
     arrangements = list(dict.fromkeys(a for a, _ in curves))
     fig, axes = new_figure(1, len(arrangements), height=3.3)
@@ -131,15 +168,17 @@ def plot_depth_sweep(curves: dict[tuple[str, int], list[float]], chance: float |
     for ax, arrangement in zip(axes, arrangements, strict=True):
         for (a, layers), losses in curves.items():
             if a == arrangement:
-                ax.plot(np.arange(1, len(losses) + 1), losses, label=f"{layers} layers")
+                losses = np.asarray(losses, dtype=float)
+                _mean_and_band(ax, np.arange(1, losses.shape[-1] + 1), losses,
+                               f"{layers} layers")
         if chance is not None:
             ax.axhline(chance, color="gray", linestyle="--", linewidth=0.8, label="chance")
         ax.set_title(arrangement)
         ax.set_xlabel("training step")
         ax.set_ylabel("training cross-entropy (nats)")
         ax.legend(fontsize=8)
-    top = max(max(v) for v in curves.values())
-    bottom = min(min(v) for v in curves.values())
+    top = max(float(np.max(v)) for v in curves.values())
+    bottom = min(float(np.min(v)) for v in curves.values())
     for ax in axes:
         ax.set_ylim(bottom - 0.05, top + 0.05)
     return fig

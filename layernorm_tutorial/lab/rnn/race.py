@@ -1,0 +1,208 @@
+"""The RNN chapter's race on the digits, judged by the book's verdict method.
+
+Six models (plain, LN and BN versions of an Elman RNN and of an LSTM, 32 units) read
+scikit-learn's 8x8 digits row by row (:func:`~.experiments.load_digit_sequences`) and are
+trained with Adam for ``EPOCHS`` epochs (:func:`~.experiments.train_sequence_classifier`).
+The rule (:mod:`layernorm_tutorial.lab.common.verdict`):
+
+1. **Seeds.** :func:`~layernorm_tutorial.lab.common.verdict.seed_plan` gives two tuning seeds
+   and five reported seeds. Seed ``s`` draws its own train/held-out split (``seed=s`` of
+   :func:`~.experiments.load_digit_sequences`) and the initialization and batch order of
+   every model, so the runs of two models pair up by seed.
+2. **Learning rate.** For each model, every rate of ``LR_GRID`` is trained on the tuning
+   seeds; the rate with the best mean held-out accuracy after ``EPOCHS`` epochs wins (the
+   tuning seeds' held-out sets serve as validation sets; they are never reported). A winner
+   at an edge of the grid adds the next rate beyond it (factor ``GRID_STEP``), up to
+   ``GRID_EXTENSIONS`` times.
+3. **Runs.** The reported seeds at each model's chosen rate; the held-out accuracy after
+   every epoch is recorded, so one run answers the question after one epoch and after
+   ``EPOCHS``.
+4. **Verdicts.** :func:`verdicts` compares the pairs of ``COMPARISONS`` after epoch 1 and
+   after epoch ``EPOCHS`` with :func:`~layernorm_tutorial.lab.common.verdict.paired_verdict`
+   and the threshold ``THRESHOLD`` (accuracy as a fraction), fixed here before the runs.
+
+``python -m layernorm_tutorial.lab.rnn`` runs it and writes ``book/data/rnn_race.json``
+(:data:`COMMITTED_PATH`); the chapter reads that file.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from layernorm_tutorial.lab.common.stored_results import BOOK_DATA, provenance
+from layernorm_tutorial.lab.common.verdict import Verdict, paired_verdict, seed_plan
+
+__all__ = ["ARMS", "COMMITTED_PATH", "COMPARISONS", "EPOCHS", "LR_GRID", "THRESHOLD",
+           "accuracy_table", "check_stored_run", "mean_curves", "run_race", "select_lr",
+           "verdicts"]
+
+ARMS = {"RNN": "rnn", "LN-RNN": "ln_rnn", "BN-RNN": "bn_rnn",
+        "LSTM": "lstm", "LN-LSTM": "ln_lstm", "BN-LSTM": "bn_lstm"}
+EPOCHS = 6
+HIDDEN_SIZE = 32
+BATCH_SIZE = 64
+LR_GRID = (1e-3, 3e-3, 1e-2)
+GRID_STEP = math.sqrt(10)
+GRID_EXTENSIONS = 2
+TUNING_SEEDS, REPORTED_SEEDS = seed_plan(5, 2, first=0)
+THRESHOLD = 0.02  # two points of test accuracy: fixed before the runs
+COMPARISONS = (("LN-LSTM", "LSTM"), ("LN-LSTM", "BN-LSTM"),
+               ("LN-RNN", "RNN"), ("LN-RNN", "BN-RNN"))
+COMMITTED_PATH = BOOK_DATA / "rnn_race.json"
+COMMAND = "python -m layernorm_tutorial.lab.rnn"
+
+
+def _train(job: tuple) -> dict:
+    """One run: ``job = (arm, lr, seed, role, epochs)``; single-threaded."""
+    import torch
+
+    from layernorm_tutorial.lab.rnn.experiments import (
+        load_digit_sequences,
+        train_sequence_classifier,
+    )
+
+    arm, lr, seed, role, epochs = job
+    torch.set_num_threads(1)
+    data = load_digit_sequences(seed=seed)
+    history = train_sequence_classifier(ARMS[arm], data, hidden_size=HIDDEN_SIZE,
+                                        epochs=epochs, batch_size=BATCH_SIZE, lr=lr, seed=seed)
+    return {"arm": arm, "lr": lr, "seed": seed, "role": role, **history}
+
+
+def _run_jobs(jobs: list, workers: int) -> list:
+    if workers <= 1:
+        return [_train(job) for job in jobs]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_train, jobs))
+
+
+def select_lr(runs: list, arm: str) -> float:
+    """The rate with the best mean final held-out accuracy over the tuning runs of ``arm``
+    (ties: the smaller rate)."""
+    by_lr: dict[float, list] = {}
+    for r in runs:
+        if r["arm"] == arm and r["role"] == "tuning":
+            by_lr.setdefault(r["lr"], []).append(r["test_accuracy"][-1])
+    if not by_lr:
+        raise ValueError(f"no tuning runs for arm {arm!r}")
+    return max(sorted(by_lr), key=lambda lr: np.mean(by_lr[lr]))
+
+
+def _next_rate(tried: list, best: float) -> float | None:
+    """One grid step (factor ``GRID_STEP``, three significant digits) beyond ``best`` when
+    ``best`` is the largest or smallest rate tried; ``None`` when it is inside the grid."""
+    if best == max(tried):
+        return float(f"{best * GRID_STEP:.3g}")
+    if best == min(tried):
+        return float(f"{best / GRID_STEP:.3g}")
+    return None
+
+
+def run_race(*, arms=tuple(ARMS), epochs: int = EPOCHS, lr_grid=LR_GRID,
+             tuning_seeds=TUNING_SEEDS, reported_seeds=REPORTED_SEEDS,
+             grid_extensions: int = GRID_EXTENSIONS, workers: int = 1) -> dict:
+    """Tune each arm's rate on ``tuning_seeds``, then train ``reported_seeds`` at it.
+
+    Returns ``{"selected_lr": {arm: lr}, "runs": [...]}``; a run is ``{"arm", "lr",
+    "seed", "role" ("tuning" or "reported"), "train_loss" (per epoch), "test_accuracy"
+    (held-out accuracy after each epoch)}``.
+    """
+    for arm in arms:
+        if arm not in ARMS:
+            raise ValueError(f"arms must be names from {sorted(ARMS)}, got {arm!r}")
+    runs = _run_jobs([(a, lr, s, "tuning", epochs) for a in arms for lr in lr_grid
+                      for s in tuning_seeds], workers)
+    for _ in range(grid_extensions):
+        extra = []
+        for arm in arms:
+            tried = sorted({r["lr"] for r in runs if r["arm"] == arm})
+            lr = _next_rate(tried, select_lr(runs, arm))
+            if lr is not None:
+                extra += [(arm, lr, s, "tuning", epochs) for s in tuning_seeds]
+        if not extra:
+            break
+        runs += _run_jobs(extra, workers)
+    selected = {arm: select_lr(runs, arm) for arm in arms}
+    runs += _run_jobs([(a, selected[a], s, "reported", epochs) for a in arms
+                       for s in reported_seeds], workers)
+    return {"selected_lr": selected, "runs": runs}
+
+
+def build_document(race: dict, seconds: float | None, **settings) -> dict:
+    """The results file: provenance header, then ``selected_lr`` and ``runs``."""
+    config = {"data": "sklearn.datasets.load_digits read row by row (8 steps of 8 pixels / 16);"
+                      " 25% held out, a fresh split per seed",
+              "model": f"SequenceClassifier, hidden size {HIDDEN_SIZE}",
+              "optimizer": f"Adam, batches of {BATCH_SIZE}",
+              "epochs": settings.get("epochs", EPOCHS),
+              "lr_grid": list(settings.get("lr_grid", LR_GRID)),
+              "lr_rule": ("best mean held-out accuracy after the last epoch on the tuning "
+                          f"seeds; a winner at an edge adds the next rate (x{GRID_STEP:.3g}), "
+                          f"up to {GRID_EXTENSIONS} times"),
+              "tuning_seeds": list(settings.get("tuning_seeds", TUNING_SEEDS)),
+              "reported_seeds": list(settings.get("reported_seeds", REPORTED_SEEDS)),
+              "threshold": THRESHOLD,
+              "threads_per_run": 1}
+    return {**provenance(COMMAND, config, seconds), **race}
+
+
+def accuracy_table(doc: dict, epoch: int) -> dict[str, np.ndarray]:
+    """``{arm: held-out accuracy after ``epoch`` (1-based) for each reported seed}``, seeds in
+    increasing order."""
+    table: dict[str, list] = {}
+    for r in sorted(doc["runs"], key=lambda r: r["seed"]):
+        if r["role"] == "reported":
+            table.setdefault(r["arm"], []).append(r["test_accuracy"][epoch - 1])
+    return {arm: np.array(v) for arm, v in table.items()}
+
+
+def verdicts(doc: dict, epoch: int, comparisons=COMPARISONS,
+             threshold: float = THRESHOLD) -> dict[tuple[str, str], Verdict]:
+    """``{(a, b): paired_verdict("a beats b")}`` on the held-out accuracy after ``epoch``."""
+    table = accuracy_table(doc, epoch)
+    return {(a, b): paired_verdict(table[a], table[b], threshold=threshold,
+                                   claim=f"{a} beats {b} after {epoch} epoch(s)")
+            for a, b in comparisons}
+
+
+def default_workers() -> int:
+    """Two worker processes on a machine with at least two cores, otherwise one."""
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
+def timed_race(**kwargs) -> tuple[dict, float]:
+    start = time.perf_counter()
+    race = run_race(**kwargs)
+    return race, time.perf_counter() - start
+
+
+def mean_curves(doc: dict) -> dict[str, dict[str, list[float]]]:
+    """``{arm: {"train_loss": [...], "test_accuracy": [...]}}``: per-epoch means over the
+    reported seeds (the input of :func:`~.plots.plot_learning_curves`)."""
+    curves: dict[str, dict[str, list]] = {}
+    for r in doc["runs"]:
+        if r["role"] == "reported":
+            arm = curves.setdefault(r["arm"], {"train_loss": [], "test_accuracy": []})
+            arm["train_loss"].append(r["train_loss"])
+            arm["test_accuracy"].append(r["test_accuracy"])
+    return {arm: {k: np.mean(v, axis=0).tolist() for k, v in c.items()}
+            for arm, c in curves.items()}
+
+
+def check_stored_run(doc: dict, arm: str, seed: int, epochs: int = 1) -> tuple[list, list]:
+    """Retrain the first ``epochs`` epochs of the stored reported run ``(arm, seed)`` here.
+
+    Returns ``(stored, again)``: the held-out accuracies after each of those epochs, from the
+    file and from the new run (the first epochs of a longer run are exactly a shorter run).
+    """
+    stored = [r for r in doc["runs"] if r["arm"] == arm and r["seed"] == seed
+              and r["role"] == "reported"]
+    if len(stored) != 1:
+        raise ValueError(f"no single reported run for arm {arm!r} and seed {seed}")
+    again = _train((arm, stored[0]["lr"], seed, "check", epochs))
+    return stored[0]["test_accuracy"][:epochs], again["test_accuracy"]

@@ -1,0 +1,68 @@
+"""The residual chapter's stored runs: the schedules and controls are what the chapter says,
+the runs are those of the documented training function, and the stored file is complete."""
+
+import numpy as np
+import pytest
+
+from layernorm_tutorial.lab.common import stored_results
+from layernorm_tutorial.lab.common.verdict import MIN_SEEDS
+from layernorm_tutorial.lab.residual import __main__ as sweep_cli
+from layernorm_tutorial.lab.residual import experiments, sweep
+
+
+def test_controls_are_fixed_by_the_warmup_schedule():
+    rates = sweep.schedule_rates(sweep.PEAK_LR, sweep.WARMUP_STEPS)
+    assert rates[0] == pytest.approx(sweep.PEAK_LR / sweep.WARMUP_STEPS)
+    assert rates[sweep.WARMUP_STEPS - 1:] == pytest.approx(sweep.PEAK_LR)
+    # same total step size as the warm-up, but constant
+    mean_lr, mean_warmup = sweep.SCHEDULES["constant, warm-up's mean rate"]
+    assert mean_warmup == 0 and mean_lr * sweep.STEPS == pytest.approx(rates.sum())
+    assert sweep.SCHEDULES["constant, warm-up's first rate"] == (pytest.approx(rates[0]), 0)
+
+
+def test_stored_run_is_the_documented_training_run():
+    doc = sweep.run_sweep(seeds=(0,), depths=(2,), schedule_layers=2,
+                          schedules=("no warm-up",))
+    (run,) = doc["runs"]
+    direct = experiments.train_reverse_task(2, False, steps=sweep.STEPS, lr=sweep.PEAK_LR,
+                                            warmup_steps=0, **sweep.TASK, seed=0)
+    np.testing.assert_allclose(run["loss"], direct["loss"], rtol=1e-6)
+    assert run["accuracy"] == pytest.approx(direct["accuracy"])
+    assert np.shape(run["grad_norm"]) == (sweep.STEPS, 2) and len(run["first_update_ratio"]) == 2
+
+
+def test_verdict_orientation_lower_loss_wins():
+    v = sweep.verdict(np.array([1.0, 1.1, 1.2, 1.0, 1.1]), np.array([2.0, 2.1, 2.0, 2.1, 2.0]))
+    assert v.word == "holds" and v.effect > 0.8
+    assert sweep.verdict(np.full(5, 2.0) + np.arange(5) * 0.01, np.full(5, 1.0)).word == \
+        "contradicted"
+
+
+def test_unknown_schedule_is_named():
+    with pytest.raises(ValueError, match="schedules must be names"):
+        sweep.run_sweep(schedules=("cosine",))
+
+
+def test_committed_file_has_every_arm_on_every_seed():
+    doc = stored_results.load_results(sweep.COMMITTED_PATH)
+    assert doc["command"] == sweep.COMMAND and doc["config"]["threshold_nats"] == sweep.THRESHOLD
+    seeds = doc["config"]["seeds"]
+    assert len(seeds) >= MIN_SEEDS
+    for arrangement in sweep.ARRANGEMENTS:
+        for schedule in sweep.SCHEDULES:
+            runs = sweep.select(doc, arrangement, sweep.SCHEDULE_LAYERS, schedule)
+            assert [r["seed"] for r in runs] == sorted(seeds)
+        for layers in sweep.DEPTHS:
+            losses = sweep.final_losses(doc, arrangement, layers, "no warm-up")
+            assert losses.shape == (len(seeds),) and np.isfinite(losses).all()
+
+
+def test_cli_refuses_before_any_run(tmp_path, capsys):
+    existing = tmp_path / "r.json"
+    existing.write_text("{}")
+    with pytest.raises(SystemExit):
+        sweep_cli.main(["--out", str(existing)])
+    assert "--force" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sweep_cli.main(["--out", str(tmp_path)])
+    assert "is a folder" in capsys.readouterr().err
