@@ -192,9 +192,31 @@ def interview_title_pairs(msgids: list[str]) -> list[tuple[str, str]]:
     ]
 
 
-def swapped_titles(heading: str, title: str) -> tuple[str, str]:
-    """The translations of a pair: (Chinese title without the bold, English in italics)."""
-    return title[2:-2].strip(), f"*{heading}*"
+# The Chinese edition's house terms (locales/zh_CN/STYLE.md, "One term per concept") that a
+# Chinese title in an English source may predate: the Chinese heading shows the house term.
+TITLE_TERMS = (
+    ("是访存密集型（memory-bound）算子", "是访存受限的"),
+    ("访存密集型", "访存受限"),
+    ("Pre-LN", "前置 LN"),
+    ("Post-LN", "后置 LN"),
+    ("批大小", "批量大小"),
+    ("新批次", "新批量"),
+)
+
+
+def house_terms(title: str) -> str:
+    """``title`` with :data:`TITLE_TERMS` applied (no space left between a Chinese
+    character and 前置/后置)."""
+    for old, new in TITLE_TERMS:
+        title = title.replace(old, new)
+    return re.sub(r"([\u3400-\u9fff]) (前置|后置) LN", r"\1\2 LN", title)
+
+
+def swapped_titles(heading: str, title: str, house: bool = True) -> tuple[str, str]:
+    """The translations of a pair: (Chinese title without the bold, with the house terms
+    unless ``house`` is False; the English question in italics)."""
+    chinese = title[2:-2].strip()
+    return (house_terms(chinese) if house else chinese), f"*{heading}*"
 
 
 # --------------------------------------------------------------------------------------
