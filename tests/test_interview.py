@@ -302,3 +302,51 @@ def test_adaln_zero_block_is_the_identity_at_init_and_conditions_per_sample():
         block(x, torch.randn(2, 3, dtype=torch.float64))
     with pytest.raises(ValueError, match="x must be"):
         block(x[0], c)
+
+
+def test_feature_sharded_rms_norm_equals_rms_norm_after_one_reduction():
+    from layernorm_tutorial import functional
+    from layernorm_tutorial.lab.interview import tensor_parallel
+
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(2, 3, 10, dtype=torch.float64, generator=g)
+    w = torch.rand(10, dtype=torch.float64, generator=g) + 0.5
+    for shards in (1, 3, 10):
+        y, partial = tensor_parallel.feature_sharded_rms_norm(x, w, shards, eps=1e-6)
+        torch.testing.assert_close(y, functional.rms_norm(x, (10,), w, eps=1e-6))
+        assert partial.shape == (shards, 2, 3)
+        torch.testing.assert_close(partial.sum(0), (x * x).sum(-1))
+    y, _ = tensor_parallel.feature_sharded_rms_norm(x, None, 2)
+    torch.testing.assert_close(y, functional.rms_norm(x, (10,), eps=1e-6))
+    with pytest.raises(ValueError, match="num_shards"):
+        tensor_parallel.feature_sharded_rms_norm(x, w, 11)
+    with pytest.raises(ValueError, match=r"weight must have shape \(10,\)"):
+        tensor_parallel.feature_sharded_rms_norm(x, w[:5], 2)
+
+
+def test_massive_activation_takes_the_rows_variance_and_int8_scales_follow_the_outlier():
+    from layernorm_tutorial import functional
+    from layernorm_tutorial.lab.interview import outliers
+
+    x = outliers.row_with_massive_activation(features=32, magnitude=500.0, index=3, tokens=4)
+    assert x.shape == (4, 32) and torch.all(x[:, 3] == 500.0)
+    y = functional.layer_norm(x, (32,))
+    assert torch.allclose(y[:, 3], torch.full((4,), 31 ** 0.5, dtype=torch.float64), atol=0.02)
+    others = y[:, [j for j in range(32) if j != 3]]
+    assert others.std(-1).max() < 0.05                  # the other features nearly collapse
+    assert torch.allclose(others.mean(-1), torch.full((4,), -(31 ** -0.5), dtype=torch.float64),
+                          atol=0.01)
+    with pytest.raises(ValueError, match="index"):
+        outliers.row_with_massive_activation(features=8, index=8)
+
+    z = torch.tensor([[1.0, 0.3, 0.25], [100.0, 0.3, -0.2]], dtype=torch.float64)
+    per_tensor = outliers.fake_quantize_int8(z, "tensor")
+    assert per_tensor[0, 1] == 0.0                     # step 100/127 swallows small values
+    torch.testing.assert_close(outliers.fake_quantize_int8(z, "token")[0], torch.tensor(
+        [1.0, 38 / 127, 32 / 127], dtype=torch.float64))
+    assert (outliers.fake_quantize_int8(z, "channel") - z).abs().max() < 0.4
+    assert torch.equal(outliers.fake_quantize_int8(torch.zeros(2, 2), "tensor"), torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="per must be"):
+        outliers.fake_quantize_int8(z, "row")
+    with pytest.raises(ValueError, match="rows, cols"):
+        outliers.fake_quantize_int8(z[0], "tensor")
