@@ -125,6 +125,9 @@ def extracted(tmp_path_factory) -> Path:
         f"message extraction failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )
     print(f"message extraction: {time.perf_counter() - start:.1f} s")
+    # Only .pot files, and only under --output (no doctrees or jupyter_execute beside it).
+    assert [p.name for p in out.parent.iterdir()] == ["gettext"]
+    assert {p.suffix for p in out.rglob("*") if p.is_file()} == {".pot"}
     return out
 
 
