@@ -108,6 +108,124 @@ def test_chinese_titles_are_the_headings(po):
 
 
 # --------------------------------------------------------------------------------------
+# One term per concept, and unambiguous "N 倍" (locales/zh_CN/STYLE.md)
+# --------------------------------------------------------------------------------------
+STYLE_MD = LOCALES / "zh_CN" / "STYLE.md"
+
+
+def _term_table(style_md: Path = STYLE_MD) -> list[tuple[list[str], str, list[str]]]:
+    """The rows of the style guide's "One term per concept" table:
+    (English forms, the Chinese term, the renderings not to use)."""
+    text = style_md.read_text(encoding="utf8")
+    section = re.search(r"### One term per concept\n(?P<body>.*?)\n### ", text, re.S)
+    assert section, f"{style_md}: no section '### One term per concept'"
+    rows = []
+    for line in section.group("body").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) != 3 or cells[0] in ("English", "---"):
+            continue
+        english = [e.strip() for e in cells[0].split(" / ") if e.strip()]
+        avoid = [a.strip() for a in cells[2].split(",") if a.strip()]
+        rows.append((english, cells[1], avoid))
+    assert len(rows) >= 10, f"{style_md}: only {len(rows)} rows in the term table"
+    return rows
+
+
+TERM_TABLE = _term_table()
+
+
+def _shown(text: str) -> str:
+    """What a reader sees of a message, for the term check: titled roles give their shown
+    text, other roles, inline code and math are dropped."""
+    def role(match):
+        if match.group("name") in catalogs.TITLED_ROLES:
+            return " " + catalogs.TARGET_IN_ANGLES.sub("", match.group("content")) + " "
+        return " "
+    text = catalogs.ROLE.sub(role, text)
+    for pattern in (catalogs.CODE, catalogs.DISPLAY_MATH, catalogs.INLINE_MATH, catalogs.URL):
+        text = pattern.sub(" ", text)
+    return text
+
+
+def _mentions(english_form: str, text: str) -> bool:
+    return re.search(rf"(?i)(?<![\w-]){re.escape(english_form)}s?(?![\w-])", text) is not None
+
+
+def term_problems(msgid: str, msgstr: str, table=TERM_TABLE) -> list[str]:
+    """Where a translation does not use the house term of a term its English contains."""
+    if (not msgstr or catalogs.CJK.search(msgid) or not catalogs.CJK.search(msgstr)
+            or msgstr.startswith(msgid + "（")):
+        return []  # English lines, the Chinese titles, the glossary's headwords
+    english, chinese = _shown(msgid), _shown(msgstr)
+    problems = []
+    for forms, term, avoid in table:
+        if not any(_mentions(form, english) for form in forms):
+            continue
+        if term not in msgstr:
+            problems.append(f"{forms[0]!r} should be translated as {term!r}")
+        problems += [f"{forms[0]!r} translated as {bad!r}, use {term!r}" for bad in avoid
+                     if (bad.lower() in chinese.lower() if bad.isascii() else bad in chinese)]
+    return problems
+
+
+# Comparisons by "N 倍" that a Chinese editor flags as ambiguous (STYLE.md, "Numbers").
+_NUMBER = r"(?:\$[^$]+\$|[0-9.]+|[一二两三四五六七八九十百千万几多]+)"
+AMBIGUOUS_TIMES = re.compile(
+    rf"(?:小|少|低|慢|短|轻)了?\s?{_NUMBER}\s?倍"
+    rf"|(?:大|多|高|长)了\s?[^，。；：！？\s]{{0,8}}?倍"
+    rf"|(?:缩小|减小|减少|降低|下降|缩短)了?[^，。；：！？]{{0,16}}?倍"
+    rf"|(?:增大|增加|提高|提升|扩大)了?\s?{_NUMBER}\s?倍"
+)
+
+
+def ambiguous_times(msgstr: str) -> list[str]:
+    text = catalogs.CODE.sub(" ", catalogs.ROLE.sub(" ", msgstr))
+    return [m.group(0) for m in AMBIGUOUS_TIMES.finditer(text)]
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=_name)
+def test_one_term_per_concept(po):
+    problems = []
+    for entry in catalogs.entries(po):
+        if entry.fuzzy:
+            continue  # reported by test_every_message_is_translated_and_not_fuzzy
+        problems += [f"{entry.msgid[:50]!r}: {p}" for p in term_problems(entry.msgid,
+                                                                          entry.msgstr)]
+    assert not problems, (f"{_name(po)} (term table: locales/zh_CN/STYLE.md, 'One term per "
+                          "concept'): " + _report(problems))
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=_name)
+def test_no_ambiguous_times_phrasing(po):
+    problems = [f"{entry.msgid[:50]!r}: {hit!r} is ambiguous (is 大了三倍 3x or 4x?): write "
+                "是原来的 N 倍 / 只有原来的 1/N / 乘以 x"
+                for entry in catalogs.entries(po) if not entry.fuzzy
+                for hit in ambiguous_times(entry.msgstr)]
+    assert not problems, f"{_name(po)}: " + _report(problems)
+
+
+def test_term_check_catches_a_variant_and_passes_the_house_term():
+    msgid = "LN normalizes the summed inputs of each step; the Pre-LN block trains."
+    bad = "LN 对每一步的汇总输入做归一化；Pre-LN 块可以训练。"
+    good = "LN 对每一步的加权输入和做归一化；前置 LN 块可以训练。"
+    assert len(term_problems(msgid, bad)) == 4  # two terms missing, two variants used
+    assert term_problems(msgid, good) == []
+    # a term only in the target of a role, in math or in code does not count
+    assert term_problems("See {ref}`the figure <fig-epoch>` and `n_epochs`.", "见图。") == []
+    # the glossary's headwords name the alternatives on purpose
+    assert term_problems("Memory-bound", "Memory-bound（访存受限，又称带宽受限）") == []
+
+
+def test_ambiguity_check_flags_n_times_and_lets_plain_multiples_pass():
+    for text in ("大了三倍", "小了十六倍", "至少比 He 初始化时小五倍", "缩小 $\\sqrt{3/4}$ 倍",
+                 "梯度小 $c$ 倍", "慢几千倍", "方差每层约增大 4 倍"):
+        assert ambiguous_times(text), text
+    for text in ("是正确值的 3 倍", "只有原来的 1/16", "领先幅度小于两倍标准误", "放大 1000 倍",
+                 "缩放 $c$ 倍", "批量大约要扩大到四倍", "乘以 $\\sqrt{3/4}$"):
+        assert not ambiguous_times(text), text
+
+
+# --------------------------------------------------------------------------------------
 # Up to date with the sources
 # --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")

@@ -201,6 +201,7 @@ TITLE_TERMS = (
     ("Post-LN", "后置 LN"),
     ("批大小", "批量大小"),
     ("新批次", "新批量"),
+    ("DyT（Dynamic Tanh）", "DyT（动态双曲正切）"),
 )
 
 
