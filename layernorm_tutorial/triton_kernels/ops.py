@@ -21,12 +21,14 @@ from .kernels import layer_norm_bwd_kernel, layer_norm_fwd_kernel, sum_partials_
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK_N = 16384  # forward: longest row kept in registers; longer rows are walked in chunks
-# Backward: rows up to 8192 are held by one program (row and two accumulators); rows up to
-# 16384 by SPLIT programs that share the columns (16384 in one program spills; see aot):
-# SPLIT = 2 for 16-bit rows, 4 for float32 rows (SPLIT_PART_BYTES of the row per program).
+# Backward: rows of up to 8192 elements are held by one program (the row and two row-sized
+# accumulators in registers); 16-bit rows of 8193-16384 by SPLIT = 2 programs that share the
+# columns (16384 lanes in one program spill). Longer rows, and float32 rows over 8192, take
+# the chunked path: on an H100 (tune.json) float32 rows of 16384 split 2 ways ran faster
+# but spilled registers, and split 4 ways (no spills) ran slower than the chunks.
 MAX_BLOCK_N_BACKWARD = 16384
-SPLIT_ABOVE = 8192  # backward rows longer than this (and at most the cap) are split
-SPLIT_PART_BYTES = 16384
+BACKWARD_RESIDENT_BYTES = 32768  # longest backward row held in registers, in bytes
+SPLIT_ABOVE = 8192  # backward rows longer than this (and resident) are split in 2
 CHUNK_BLOCK_N = 8192  # rows longer than the cap are walked in chunks of at most this many
 # Short rows: a program takes ROWS rows per step so that a step covers at least this many
 # elements (bytes in flight, see ``roofline``).
@@ -34,8 +36,8 @@ FORWARD_TILE, BACKWARD_TILE = 4096, 4096
 MAX_ROWS = 16
 # Warps. Forward: 4, or 8 when a tile holds over 32 KiB of input (float32 rows of 16384:
 # with 4 warps they spill); on an H100 (tune.json) 8 or 16 warps were not faster for the
-# others. Backward: one warp per 1024 elements of a tile, 4 to 8; 16 for the longest
-# resident rows (the registers of 8 warps cannot hold them).
+# others. Backward: 8 for tiles of one or two rows of at least 4096 elements, else 4; 16 on
+# the chunked path.
 FORWARD_WARPS, FORWARD_BYTES_PER_WARP_STEP = 4, 8192
 MAX_WARPS = 8
 MAX_WARPS_BACKWARD, LONG_ROW_WARPS = 8, 16
@@ -61,12 +63,15 @@ def launch_config(n: int, max_block_n: int, kernel: str = "forward",
 
     A row of up to ``max_block_n`` elements is held in one block, ``ROWS`` rows at a time
     when rows are short (a ``ROWS x BLOCK_N`` tile of at least ``FORWARD_TILE`` or
-    ``BACKWARD_TILE`` elements); in the backward, rows over ``SPLIT_ABOVE`` are shared by
-    ``SPLIT`` programs, each holding ``SPLIT_PART_BYTES`` of the row. A longer row is
-    walked alone in chunks of ``min(max_block_n, CHUNK_BLOCK_N)`` lanes. Warps: see the
+    ``BACKWARD_TILE`` elements); in the backward, rows are resident up to
+    ``BACKWARD_RESIDENT_BYTES`` and those over ``SPLIT_ABOVE`` are shared by ``SPLIT = 2``
+    programs. A longer row is walked alone in chunks of ``min(max_block_n, CHUNK_BLOCK_N)``
+    lanes. Warps: see the
     constants above."""
     if kernel not in ("forward", "backward"):
         raise ValueError(f"kernel: expected 'forward' or 'backward', got {kernel!r}")
+    if kernel == "backward":
+        max_block_n = min(max_block_n, BACKWARD_RESIDENT_BYTES // element_size)
     if n <= max_block_n:
         block_n, fits = block_size(n, max_block_n), True
         rows = min(max(FORWARD_TILE if kernel == "forward" else BACKWARD_TILE, block_n)
@@ -74,16 +79,14 @@ def launch_config(n: int, max_block_n: int, kernel: str = "forward",
     else:
         block_n, rows, fits = min(max_block_n, CHUNK_BLOCK_N), 1, False
     tile = rows * block_n
-    split = 1
-    if kernel == "backward" and fits and block_n > SPLIT_ABOVE:
-        split = max(2, block_n * element_size // SPLIT_PART_BYTES)
+    split = 2 if kernel == "backward" and fits and block_n > SPLIT_ABOVE else 1
     if kernel == "forward":
         warps = min(max(FORWARD_WARPS, tile * element_size // FORWARD_BYTES_PER_WARP_STEP),
                     MAX_WARPS)
-    elif block_n > SPLIT_ABOVE or not fits:
+    elif not fits:
         warps = LONG_ROW_WARPS
     else:
-        warps = min(max(tile // 1024, 4), MAX_WARPS_BACKWARD)
+        warps = MAX_WARPS_BACKWARD if tile >= 4096 and rows <= 2 else 4
     return block_n, warps, rows, split, fits
 
 
