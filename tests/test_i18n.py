@@ -148,11 +148,13 @@ def _shown(text: str) -> str:
 
 
 def _mentions(english_form: str, text: str) -> bool:
-    return re.search(rf"(?i)(?<![\w-]){re.escape(english_form)}s?(?![\w-])", text) is not None
+    return re.search(rf"(?i)(?<!\w){re.escape(english_form)}s?(?!\w)", text) is not None
 
 
 def term_problems(msgid: str, msgstr: str, table=TERM_TABLE) -> list[str]:
     """Where a translation does not use the house term of a term its English contains."""
+    if msgid.startswith("中文："):  # a glossary definition: its English follows the 中文 line
+        msgid = msgid.split(". ", 1)[-1]
     if (not msgstr or catalogs.CJK.search(msgid) or not catalogs.CJK.search(msgstr)
             or msgstr.startswith(msgid + "（")):
         return []  # English lines, the Chinese titles, the glossary's headwords
