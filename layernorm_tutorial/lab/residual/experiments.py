@@ -91,10 +91,17 @@ def residual_variance_by_depth(depth: int = 40, width: int = 256, batch_size: in
 
 def _held_out_r2(features: Tensor, target: Tensor, n_fit: int) -> float:
     """Fit ``target ~ features @ A + b`` by least squares on the first ``n_fit`` rows and
-    return R^2 on the remaining rows: ``1 - sum ||y - y_hat||^2 / sum ||y - mean(y)||^2``."""
+    return R^2 on the remaining rows: ``1 - sum ||y - y_hat||^2 / sum ||y - mean(y)||^2``.
+
+    The fit solves the normal equations ``(X^T X) A = X^T y`` in float64 (the design ``X``
+    has the intercept column; a ridge of ``1e-10 * trace / columns`` guards a singular
+    ``X^T X``)."""
     ones = torch.ones(features.shape[0], 1, dtype=features.dtype)
     design = torch.cat([features, ones], dim=1)
-    coef = torch.linalg.lstsq(design[:n_fit], target[:n_fit]).solution
+    fit = design[:n_fit]
+    gram = fit.T @ fit
+    gram = gram + 1e-10 * gram.diagonal().mean() * torch.eye(gram.shape[0], dtype=gram.dtype)
+    coef = torch.linalg.solve(gram, fit.T @ target[:n_fit])
     test, y = design[n_fit:], target[n_fit:]
     residual = ((y - test @ coef) ** 2).sum()
     total = ((y - y.mean(dim=0)) ** 2).sum()
@@ -103,7 +110,7 @@ def _held_out_r2(features: Tensor, target: Tensor, n_fit: int) -> float:
 
 def input_probe_by_depth(depth: int = 40, width: int = 128, batch_size: int = 256,
                          architecture: str = "residual", seed: int = 0,
-                         n_fit: int = 8192, n_test: int = 2048) -> dict:
+                         n_fit: int = 4096, n_test: int = 1024) -> dict:
     """How much of the input ``x_0`` a *linear probe* can read back from ``x_l``, per layer.
 
     The stack is that of :func:`residual_variance_by_depth` with the same arguments (the same

@@ -40,7 +40,7 @@ def plot_variance_by_depth(results: dict[str, dict], probes: dict[str, dict] | N
 
     ``results`` maps a label to the dict of
     :func:`layernorm_tutorial.lab.residual.experiments.residual_variance_by_depth`;
-    ``probes`` maps the same labels to that of
+    ``probes`` maps some of the same labels to that of
     :func:`~layernorm_tutorial.lab.residual.experiments.input_probe_by_depth`.
     """
     fig, (ax_var, ax_corr) = new_figure(1, 2, height=3.5)
@@ -52,9 +52,10 @@ def plot_variance_by_depth(results: dict[str, dict], probes: dict[str, dict] | N
         if probes is None:
             ax_corr.plot(depth, r["input_correlation"], color=line.get_color(), label=label)
             continue
-        probe = probes[label]
-        ax_corr.plot(np.arange(len(probe["probe_r2"])), probe["probe_r2"],
-                     color=line.get_color(), label=f"{label}: probe $R^2$")
+        if label in probes:
+            r2 = probes[label]["probe_r2"]
+            ax_corr.plot(np.arange(len(r2)), r2, color=line.get_color(),
+                         label=f"{label}: probe $R^2$")
         ax_corr.plot(depth, r["input_correlation"], color=line.get_color(), linestyle=":",
                      label=f"{label}: correlation")
     ax_var.set_yscale("log")
