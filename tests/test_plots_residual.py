@@ -74,3 +74,31 @@ def test_gradient_heatmaps_share_one_log_colour_scale():
     assert all(im.norm.vmin == 0.1 and im.norm.vmax == 10.0 for im in images)
     assert images[0].get_array().shape == (3, 4)  # layers on the y axis, steps on x
     assert fig.axes[0].get_ylabel().startswith("layer")
+
+
+def test_variance_by_depth_with_probes_draws_probe_and_dotted_correlation():
+    probe = {"probe_r2": np.linspace(1, 0, 6), "input_correlation": np.linspace(1, 0, 6)}
+    fig = plots.plot_variance_by_depth({"plain": _fake_variance_result(),
+                                        "residual": _fake_variance_result()},
+                                       probes={"plain": probe})
+    _, ax_corr = fig.axes
+    styles = [line.get_linestyle() for line in ax_corr.lines]
+    assert styles.count(":") == 2 and styles.count("-") == 2  # 1 probe + the zero line
+    assert "R^2" in ax_corr.get_ylabel()
+
+
+def test_loss_panels_share_y_and_draw_bands():
+    runs = np.array([[2.0, 1.0], [2.0, 3.0]])
+    fig = plots.plot_loss_panels({"post-LN": {"a": runs, "b": runs},
+                                  "pre-LN": {"a": runs, "b": runs}}, chance=2.08)
+    left, right = fig.axes
+    assert [left.get_title(), right.get_title()] == ["post-LN", "pre-LN"]
+    assert len(left.lines) == 3 and len(left.collections) == 2
+    assert left.get_shared_y_axes().joined(left, right)
+
+
+def test_depth_sweep_accepts_several_seeds():
+    curves = {(a, n): np.array([[2.0, 1.0], [2.0, 1.4]]) for a in ("post-LN",) for n in (6, 24)}
+    fig = plots.plot_depth_sweep(curves)
+    (ax,) = fig.axes
+    assert list(ax.lines[0].get_ydata()) == [2.0, 1.2] and len(ax.collections) == 2

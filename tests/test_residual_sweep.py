@@ -23,7 +23,9 @@ def test_controls_are_fixed_by_the_warmup_schedule():
 def test_stored_run_is_the_documented_training_run():
     doc = sweep.run_sweep(seeds=(0,), depths=(2,), schedule_layers=2,
                           schedules=("no warm-up",))
-    (run,) = doc["runs"]
+    assert [(r["arrangement"], r["layers"]) for r in doc["runs"]] == [("post-LN", 2),
+                                                                       ("pre-LN", 2)]
+    run = doc["runs"][0]
     direct = experiments.train_reverse_task(2, False, steps=sweep.STEPS, lr=sweep.PEAK_LR,
                                             warmup_steps=0, **sweep.TASK, seed=0)
     np.testing.assert_allclose(run["loss"], direct["loss"], rtol=1e-6)
@@ -66,3 +68,30 @@ def test_cli_refuses_before_any_run(tmp_path, capsys):
     with pytest.raises(SystemExit):
         sweep_cli.main(["--out", str(tmp_path)])
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_held_out_r2_of_a_linear_map_and_of_noise():
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3000, 8, generator=g, dtype=torch.float64)
+    y = x @ torch.randn(8, 3, generator=g, dtype=torch.float64) + 1.0
+    assert experiments._held_out_r2(x, y, 2000) == pytest.approx(1.0, abs=1e-9)
+    noise = torch.randn(3000, 3, generator=g, dtype=torch.float64)
+    assert abs(experiments._held_out_r2(x, noise, 2000)) < 0.03
+
+
+def test_input_probe_sees_the_skip_path_and_the_remixing():
+    plain = experiments.input_probe_by_depth(depth=3, width=16, batch_size=8,
+                                             architecture="plain", n_fit=600, n_test=300)
+    res = experiments.input_probe_by_depth(depth=3, width=16, batch_size=8,
+                                           architecture="residual", n_fit=600, n_test=300)
+    assert plain["probe_r2"].shape == plain["input_correlation"].shape == (4,)
+    assert plain["probe_r2"][0] == 1.0
+    # one plain block: coordinates decorrelated, but much of the input linearly recoverable
+    assert abs(plain["input_correlation"][1]) < 0.2 < 0.3 < plain["probe_r2"][1]
+    assert res["probe_r2"][1] > plain["probe_r2"][1]
+    with pytest.raises(ValueError, match="n_fit"):
+        experiments.input_probe_by_depth(width=16, n_fit=10)
+    with pytest.raises(ValueError, match="architecture"):
+        experiments.input_probe_by_depth(architecture="dense")

@@ -5,7 +5,8 @@ where the normalization sits relative to the residual addition:
 
 * post-LN (Vaswani et al., 2017, "Add & Norm"):
   ``x = LN(x + SelfAttn(x))``;  ``x = LN(x + FFN(x))``
-* pre-LN (Xiong et al., 2020):
+* pre-LN (used by GPT-2, Radford et al., 2019; Wang et al., 2019 train deep translation
+  encoders with it; analysed by Xiong et al., 2020):
   ``x = x + SelfAttn(LN(x))``;  ``x = x + FFN(LN(x))``, and a final LN after the last block,
   because nothing else normalizes the residual stream before the output head.
 
