@@ -165,7 +165,7 @@ def term_problems(msgid: str, msgstr: str, table=TERM_TABLE) -> list[str]:
             continue
         if term not in msgstr:
             problems.append(f"{forms[0]!r} should be translated as {term!r}")
-        # an English gloss right after the term is fine: 前置 LN（Pre-LN）, **前置 LN**（Pre-LN；……）
+        # an English gloss right after the term is fine: 前置 LN（Pre-LN）
         glossed = re.sub(rf"{re.escape(term)}\**（[^）；]*", " ", chinese)
         problems += [f"{forms[0]!r} translated as {bad!r}, use {term!r}" for bad in avoid
                      if (bad.lower() in glossed.lower() if bad.isascii() else bad in glossed)]
