@@ -223,6 +223,14 @@ def test_term_check_catches_a_variant_and_passes_the_house_term():
     assert term_problems("Memory-bound", "Memory-bound（访存受限，又称带宽受限）") == []
 
 
+def test_interview_headings_show_the_house_terms():
+    heading, title = catalogs.swapped_titles(
+        "Pre-LN versus Post-LN?", "**Pre-LN 与 Post-LN 有何区别？批大小为 1 时呢？**")
+    assert heading == "前置 LN 与后置 LN 有何区别？批量大小为 1 时呢？"
+    assert title == "*Pre-LN versus Post-LN?*"
+    assert catalogs.swapped_titles("x", "**Pre-LN？**", house=False)[0] == "Pre-LN？"
+
+
 def test_ambiguity_check_flags_n_times_and_lets_plain_multiples_pass():
     for text in ("大了三倍", "小了十六倍", "至少比 He 初始化时小五倍", "缩小 $\\sqrt{3/4}$ 倍",
                  "梯度小 $c$ 倍", "慢几千倍", "方差每层约增大 4 倍"):
