@@ -59,7 +59,8 @@ from ._cli import OutputPathError, check_output_path, positive_int, write_text_a
 
 __all__ = ["BenchReport", "COLUMNS", "arithmetic_intensity", "bytes_moved", "format_table",
            "hardware_description", "main", "measure_copy_gbps", "measure_matmul_gflops",
-           "report_json", "run_benchmark", "write_csv", "format_comparison"]
+           "report_json", "run_benchmark", "write_csv", "format_comparison", "load_stored",
+           "target_check", "GPU_TARGETS"]
 
 DEFAULT_CSV = os.path.join(tempfile.gettempdir(), "layernorm_tutorial", "bench_results.csv")
 MIN_BYTES = 64 * 2**20  # the full run's inputs are at least this large (beyond the caches)
@@ -407,6 +408,36 @@ def format_comparison(rows: Sequence[dict], copy_gbps: float,
             cells.append(text)
         lines.append(f"{shape:<11}{dtype:<9}{direction:<4}" + "".join(f"{c:>24}" for c in cells))
     return "\n".join(lines)
+
+
+GPU_TARGETS = {"fwd": 0.85, "bwd": 0.75}  # issue 28: share of the copy bandwidth on an H100
+
+
+def load_stored(name: str) -> dict:
+    """A benchmark table stored in the book's ``book/data/`` (``--json``): ``name`` is the
+    file name, e.g. ``"gpu_bench_h100.json"``."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "book", "data", name)) as f:
+        return json.load(f)
+
+
+def target_check(rows: Sequence[dict], copy_gbps: float, *, column: str = "kernel_gbps",
+                 ours: str = "triton", peer: str = "liger") -> list[dict]:
+    """Per shape, dtype and direction: our share of ``copy_gbps`` and the peer's (from
+    ``column``), the target share (``GPU_TARGETS``), whether ours meets it, and whether ours
+    is ahead of the peer."""
+    by = {(r["implementation"], r["shape"], r["dtype"], r["direction"]): r for r in rows}
+    out = []
+    for (impl, shape, dtype, direction), r in by.items():
+        if impl != ours or r.get(column) is None:
+            continue
+        other = by.get((peer, shape, dtype, direction), {}).get(column)
+        share = r[column] / copy_gbps
+        out.append(dict(shape=shape, dtype=dtype, direction=direction, ours=share,
+                        peer=None if other is None else other / copy_gbps,
+                        target=GPU_TARGETS[direction], met=share >= GPU_TARGETS[direction],
+                        ahead=other is not None and r[column] > other))
+    return out
 
 
 def write_csv(rows: Sequence[dict], path: str) -> str:

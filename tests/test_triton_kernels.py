@@ -374,3 +374,15 @@ def test_rows_split_between_two_programs(with_weight, with_bias):
     if with_weight and with_bias:
         x, w, b, dy = _make((2, n), (n,), torch.bfloat16, seed=17)
         _check_against_torch(x, (n,), w, b, dy)
+
+
+def test_pairwise_sum_is_a_tree_in_the_given_dtype():
+    from layernorm_tutorial.triton_kernels.pitfalls import pairwise_sum
+
+    assert pairwise_sum(np.full(4096, 3.0), np.float16) == 12288.0  # exact: every level is
+    assert sequential_sum(np.full(4096, 3.0), np.float16) < 12288.0  # the loop stalls
+    assert pairwise_sum([1.0, 2.0, 4.0], np.float32) == 7.0 and pairwise_sum([], np.float16) == 0
+    values = np.random.default_rng(0).standard_normal(4096) + 3.0
+    exact = values.sum()
+    assert abs(pairwise_sum(values, np.float16) - exact) > abs(
+        pairwise_sum(values, np.float32) - exact)

@@ -17,6 +17,8 @@ This is teaching code: the fused kernels never use the two faulty variants.
 
 ``sequential_sum(values, dtype)`` shows the third pitfall, accumulating in a 16-bit type: it
 adds the values one by one in ``dtype`` (NumPy), as a loop with a float16 accumulator would.
+``pairwise_sum(values, dtype)`` adds them as a GPU reduction does, in a tree (neighbours
+first, every partial sum rounded to ``dtype``): its error grows with ``log2(n)``, not ``n``.
 ``grouped_partial_sums(values, groups, dtype)`` mimics the dgamma/dbeta reduction of the
 Triton tutorial: row ``i`` is added into partial buffer ``i % groups`` held in ``dtype``,
 then the buffers are summed in float32.
@@ -78,6 +80,19 @@ def sequential_sum(values, dtype=np.float16) -> float:
     if arr.size == 0:
         return 0.0
     return float(np.add.accumulate(arr, dtype=dtype)[-1])
+
+
+def pairwise_sum(values, dtype=np.float16) -> float:
+    """Tree sum of ``values`` in ``dtype``: pairs of neighbours added (and rounded to
+    ``dtype``) level by level until one value is left; an odd element passes up unchanged."""
+    level = np.asarray(values).astype(dtype)
+    if level.size == 0:
+        return 0.0
+    while level.size > 1:
+        if level.size % 2:
+            level = np.concatenate([level, np.zeros(1, dtype)])
+        level = (level[0::2] + level[1::2]).astype(dtype)
+    return float(level[0])
 
 
 def grouped_partial_sums(values, groups: int, dtype=np.float16) -> np.ndarray:
