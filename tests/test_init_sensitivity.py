@@ -114,3 +114,60 @@ def test_sweep_shapes_and_spread(small_digits):
     assert (spread["min"] <= spread["mean"]).all() and (spread["mean"] <= spread["max"]).all()
     with pytest.raises(ValueError):
         isens.init_scale_sweep(data, scales=(), lrs=(0.05,), seeds=(0,))
+
+
+# --- LayerNorm against He init, by the verdict method (lab.principles.ln_vs_he) -------------
+
+from layernorm_tutorial.lab.principles import ln_vs_he  # noqa: E402
+from layernorm_tutorial.lab.principles.__main__ import main as ln_vs_he_main  # noqa: E402
+
+
+def test_learning_rate_is_chosen_on_tuning_seeds_only(monkeypatch):
+    calls = []
+
+    def fake_run_seed(seed, runs, depth, epochs):
+        calls.append((seed, tuple(runs)))
+        # tuning seeds (0, 1) favour lr 0.01 for LN and 0.05 for He; reported seeds would
+        # favour the opposite, so a leak of reported seeds into the choice would show
+        best = {"default init + LayerNorm": 0.01, "He init": 0.05}
+        if seed >= 2:
+            best = {"default init + LayerNorm": 0.05, "He init": 0.01}
+        return [0.9 if lr == best[arm] else 0.5 + 0.01 * seed for arm, lr in runs]
+
+    monkeypatch.setattr(ln_vs_he, "_run_seed", fake_run_seed)
+    result = ln_vs_he.run_comparison(lr_grid=(0.01, 0.05), depth=2, epochs=1)
+    assert result["tuning_seeds"] == [0, 1] and result["reported_seeds"] == [2, 3, 4, 5, 6]
+    assert result["lr"] == {"default init + LayerNorm": 0.01, "He init": 0.05}
+    assert [seed for seed, _ in calls] == [0, 1, 2, 3, 4, 5, 6]
+    reported_runs = {runs for seed, runs in calls if seed >= 2}
+    assert reported_runs == {(("default init + LayerNorm", 0.01), ("He init", 0.05))}
+    # on reported seed s: LN at 0.01 is not its best there (0.5 + 0.01 s), He at 0.05 neither
+    assert result["accuracy"]["He init"] == pytest.approx([0.52, 0.53, 0.54, 0.55, 0.56])
+
+
+def test_verdict_from_document_uses_the_stored_threshold_and_pairs():
+    doc = {"arms": list(ln_vs_he.ARMS), "threshold": 0.01,
+           "accuracy": {"default init + LayerNorm": [0.95, 0.96, 0.94, 0.97, 0.95],
+                        "He init": [0.90, 0.90, 0.91, 0.90, 0.92]}}
+    assert ln_vs_he.verdict_from_document(doc).word == "holds"
+    doc["accuracy"] = {"default init + LayerNorm": doc["accuracy"]["He init"],
+                       "He init": doc["accuracy"]["default init + LayerNorm"]}
+    assert ln_vs_he.verdict_from_document(doc).word == "contradicted"
+    doc["threshold"] = 0.5          # a practical size no difference here reaches
+    doc["accuracy"]["default init + LayerNorm"] = [0.95, 0.96, 0.94, 0.97, 0.95]
+    assert ln_vs_he.verdict_from_document(doc).word == "not shown"
+
+
+def test_command_writes_provenance_and_never_replaces_without_force(tmp_path, capsys):
+    out = tmp_path / "ln_vs_he.json"
+    ln_vs_he_main(["--tiny", "--out", str(out)])
+    doc = __import__("json").loads(out.read_text())
+    assert doc["command"] == ln_vs_he.COMMAND and doc["threshold"] == ln_vs_he.THRESHOLD
+    assert set(doc["versions"]) >= {"torch", "numpy", "layernorm_tutorial"}
+    assert len(doc["accuracy"]["He init"]) == 5
+    before = out.read_text()
+    with pytest.raises(SystemExit):
+        ln_vs_he_main(["--tiny", "--out", str(out)])
+    assert "--force" in capsys.readouterr().err and out.read_text() == before
+    with pytest.raises(SystemExit):
+        ln_vs_he_main(["--tiny"])                  # a smoke run never writes the book's file
