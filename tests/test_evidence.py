@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from layernorm_tutorial import nn as lnn
+from layernorm_tutorial.lab.common.verdict import paired_verdict
 from layernorm_tutorial.lab.evidence import __main__ as evidence_cli
-from layernorm_tutorial.lab.evidence import analysis, experiments, results
+from layernorm_tutorial.lab.evidence import analysis, experiments, results, runner
 from layernorm_tutorial.lab.evidence.data import as_model_input, load_evidence_data
 from layernorm_tutorial.lab.evidence.models import CNN, MLP, NORMS, ChannelLayerNorm, build_model
 from layernorm_tutorial.lab.evidence.runner import (
@@ -32,12 +33,32 @@ from layernorm_tutorial.lab.evidence.synthetic import synthetic_results
 RESULTS_FILE = Path(__file__).resolve().parents[1] / "book" / "data" / "evidence_results.json"
 
 
-def test_split_is_fixed_and_disjoint():
+def _rows(x):
+    return {tuple(row) for row in x.tolist()}
+
+
+def test_each_seed_draws_its_own_split_and_the_test_set_is_shared():
     data = load_evidence_data()
     assert data.sizes() == {"train": 1078, "val": 270, "test": 449}
     assert sum(data.sizes().values()) == 1797
-    assert load_evidence_data() is data   # cached: every run sees the same tensors
+    assert load_evidence_data() is data and load_evidence_data(3) is load_evidence_data(3)
+    torch.testing.assert_close(load_evidence_data(0).x_val, data.x_val)   # default: seed 0
     assert float(data.x_train.min()) >= 0.0 and float(data.x_train.max()) <= 1.0
+    other = load_evidence_data(3)
+    assert other.sizes() == data.sizes()
+    torch.testing.assert_close(other.x_test, data.x_test)           # one test set, book-wide
+    assert not torch.equal(other.y_val, data.y_val)                 # a different validation set
+    # the same 1,348 non-test images, split differently
+    assert _rows(torch.cat([other.x_train, other.x_val])) == \
+        _rows(torch.cat([data.x_train, data.x_val]))
+    with pytest.raises(ValueError, match="seed must be a non-negative int"):
+        load_evidence_data(-1)
+
+
+def test_a_run_uses_the_split_of_its_own_seed():
+    spec = RunSpec("mlp", "ln", 32, 1e-2, 2, epochs=1, max_steps=3)
+    assert train_run(spec) == train_run(spec, load_evidence_data(2))
+    assert train_run(spec) != train_run(spec, load_evidence_data(0))
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn", "rnn"])
@@ -85,6 +106,22 @@ def test_channel_layer_norm_is_layer_norm_over_channels_per_position():
     torch.testing.assert_close(centred.mean(dim=1), torch.zeros(3, 4, 5, dtype=torch.float64))
 
 
+def test_the_ladder_alternates_one_and_three_per_decade():
+    assert [experiments.ladder_rate(i) for i in range(-2, 7)] == \
+        [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0]
+    assert experiments.ladder_rate(2, 128) == 0.02
+    assert experiments.LR_GRID == (1e-3, 3e-3, 1e-2)
+
+
+def test_seeds_follow_the_verdict_method():
+    assert len(experiments.REPORTED_SEEDS) >= 5
+    assert not set(experiments.TUNING_SEEDS) & set(experiments.REPORTED_SEEDS)
+    for exp in experiments.EXPERIMENTS:
+        assert exp.tuning_seeds == experiments.TUNING_SEEDS
+        assert exp.reported_seeds == experiments.REPORTED_SEEDS
+    assert all(r.seeds == experiments.REPORTED_SEEDS for r in experiments.RATE_RANGES)
+
+
 def test_lr_grid_scales_with_the_square_root_of_the_batch():
     assert experiments.lr_grid(32) == experiments.LR_GRID
     assert experiments.lr_grid(128) == pytest.approx([2 * lr for lr in experiments.LR_GRID],
@@ -93,27 +130,51 @@ def test_lr_grid_scales_with_the_square_root_of_the_batch():
                                                    rel=1e-2)
 
 
-def test_extend_grid_steps_beyond_the_winning_edge_only():
-    grid = (1e-3, 3e-3, 1e-2)
-    assert experiments.extend_grid(grid, 1e-2) == pytest.approx(1e-2 * math.sqrt(10), rel=1e-2)
-    assert experiments.extend_grid(grid, 1e-3) == pytest.approx(1e-3 / math.sqrt(10), rel=1e-2)
-    assert experiments.extend_grid(grid, 3e-3) is None
-    assert experiments.extend_grid((1e-3,), 1e-3) is None
+def test_extend_rungs_steps_beyond_the_winning_edge_only():
+    assert experiments.extend_rungs((0, 1, 2), 2) == 3
+    assert experiments.extend_rungs((0, 1, 2), 0) == -1
+    assert experiments.extend_rungs((0, 1, 2), 1) is None
+    assert experiments.extend_rungs((0,), 0) is None
 
 
-def test_sweep_extends_the_grid_when_the_winner_is_at_an_edge():
+def test_sweep_tunes_on_tuning_seeds_and_reports_the_others():
     rnn = next(e for e in experiments.EXPERIMENTS if e.name == "rnn")
-    exp = dataclasses.replace(rnn, norms=("ln",), seeds=(0,), lr_base=(1e-3, 3e-3), epochs=1,
-                              max_steps=2, grid_extensions=1)
-    sweep = experiments.run_sweep([exp])
-    lrs = sorted(r["spec"]["lr"] for r in sweep["runs"])
+    exp = dataclasses.replace(rnn, norms=("ln",), tuning_seeds=(0,), reported_seeds=(1, 2),
+                              rungs=(0, 1), epochs=1, max_steps=2, grid_extensions=1)
+    sweep = experiments.run_sweep([exp], rate_ranges=())
+    tuning = [r for r in sweep["runs"] if r["role"] == "tuning"]
+    reported = [r for r in sweep["runs"] if r["role"] == "reported"]
+    lrs = sorted(r["spec"]["lr"] for r in tuning)
     # with two rates the winner is always at an edge, so exactly one rate is added beyond it
     assert len(lrs) == 3 and (lrs[0] < 1e-3 or lrs[-1] > 3e-3)
-    assert sweep["selected_lr"][0]["lr"] in lrs
+    assert {r["spec"]["seed"] for r in tuning} == {0}
+    assert sorted(r["spec"]["seed"] for r in reported) == [1, 2]
+    chosen = sweep["selected_lr"][0]["lr"]
+    assert chosen in lrs and {r["spec"]["lr"] for r in reported} == {chosen}
+    assert sweep["selected_lr"][0]["rates_tried"] == lrs
+    assert sweep["range_runs"] == []
+
+
+def test_rate_range_extends_upwards_until_every_run_fails():
+    rr = dataclasses.replace(experiments.RATE_RANGES[0], norms=("none",), rungs=(0,),
+                             seeds=(1,), epochs=1, max_steps=2, extensions=2)
+    sweep = experiments.run_sweep([], rate_ranges=(rr,))
+    rungs = [r["rung"] for r in sweep["range_runs"]]
+    # two steps at rate 1e-3 do not fail, so the ladder grows; it stops at the cap or a failure
+    assert rungs[0] == 0 and rungs == list(range(len(rungs))) and 2 <= len(rungs) <= 3
+    failed = [runner.run_failed(r) for r in sweep["range_runs"]]
+    assert not failed[0] and (failed[-1] or len(rungs) == 3)
+    assert all(not f for f in failed[1:-1])
 
 
 def _fake(lr, val_acc, val_loss):
     return {"spec": {"lr": lr}, "final": {"val_acc": val_acc, "val_loss": val_loss}}
+
+
+def test_select_lr_averages_over_the_tuning_seeds():
+    records = [_fake(1e-3, 0.99, 0.1), _fake(1e-3, 0.80, 0.1),   # mean 0.895
+               _fake(3e-3, 0.93, 0.1), _fake(3e-3, 0.92, 0.1)]   # mean 0.925
+    assert experiments.select_lr(records) == 3e-3
 
 
 def test_select_lr_prefers_validation_accuracy_then_loss_then_smaller_rate():
@@ -186,6 +247,10 @@ def test_rerun_of_a_stored_run_agrees_within_tolerance():
     tampered = json.loads(json.dumps(stored))
     tampered["final"]["test_acc"] += 0.05
     assert not results.compare_runs(tampered, fresh)["within_tolerance"]
+    # two test images apart after both records were rounded to five digits: still accepted
+    edge = json.loads(json.dumps(fresh))
+    edge["final"]["test_acc"] = float(f"{fresh['final']['test_acc'] + 2 / 449 + 5e-6:.5g}")
+    assert results.compare_runs(edge, fresh)["within_tolerance"]
 
 
 @pytest.fixture(scope="module")
@@ -195,27 +260,34 @@ def tiny_sweep():
     for exp in experiments.tiny_experiments(max_steps=2):
         sizes = (4, 256) if exp.name == "mlp_batch_size" else exp.batch_sizes
         exps.append(dataclasses.replace(exp, batch_sizes=sizes))
-    return exps, experiments.run_sweep(exps, workers=1)
+    ranges = experiments.tiny_rate_ranges(max_steps=2)
+    return exps, experiments.run_sweep(exps, workers=1, rate_ranges=ranges)
 
 
 @pytest.fixture(scope="module")
 def tiny_document(tiny_sweep):
     exps, sweep = tiny_sweep
-    return exps, results.build_results(sweep, exps, seconds=1.0)
+    return exps, results.build_results(sweep, exps, seconds=1.0,
+                                       rate_ranges=experiments.tiny_rate_ranges(max_steps=2))
 
 
 def test_tiny_sweep_covers_every_experiment_norm_and_rate(tiny_document):
     exps, doc = tiny_document
     results.validate_results(doc)
     for exp in exps:
-        runs = results.find_runs(doc, exp.name, selected=None)
-        assert {r["spec"]["norm"] for r in runs} == set(exp.norms)
-        assert len(runs) == len(exp.settings()) * len(exp.lr_base)
+        runs = results.find_runs(doc, exp.name, selected=None, role=None)
+        assert {r["spec"]["norm"] for r in runs} == {n for n, _ in exp.settings()}
+        n_tuning = len(exp.settings()) * len(exp.rungs) * len(exp.tuning_seeds)
+        assert len(runs) == n_tuning + len(exp.settings()) * len(exp.reported_seeds)
         assert all(r["steps"] == 2 for r in runs)
-        chosen = results.find_runs(doc, exp.name)   # one selected run per setting (1 seed)
+        chosen = results.find_runs(doc, exp.name)   # the reported runs, one seed per setting
         assert len(chosen) == len(exp.settings())
+        assert {r["spec"]["seed"] for r in chosen} == set(exp.reported_seeds)
+    for rr in experiments.tiny_rate_ranges(max_steps=2):
+        runs = results.find_runs(doc, rr.name)
+        assert len(runs) == len(rr.norms) * len(rr.rungs) * len(rr.seeds)
     assert doc["versions"]["torch"] == torch.__version__
-    assert doc["seeds"] == [0]
+    assert doc["seeds"] == [1] and doc["tuning_seeds"] == [0]
 
 
 def test_results_file_round_trip_and_validation(tiny_document, tmp_path):
@@ -226,6 +298,10 @@ def test_results_file_round_trip_and_validation(tiny_document, tmp_path):
     del broken["runs"][0]["final"]["test_acc"]
     with pytest.raises(ValueError, match="final lacks"):
         results.validate_results(broken)
+    overlapping = json.loads(path.read_text())
+    overlapping["seeds"] = overlapping["tuning_seeds"]
+    with pytest.raises(ValueError, match="disjoint"):
+        results.validate_results(overlapping)
     with pytest.raises(ValueError, match="lacks the key"):
         results.validate_results({k: v for k, v in doc.items() if k != "seeds"})
     with pytest.raises(FileNotFoundError, match="python -m layernorm_tutorial.lab.evidence"):
@@ -250,19 +326,37 @@ def test_round_floats_keeps_five_significant_digits_and_drops_nan():
         {"a": [0.12346, None], "b": 3}
 
 
-def test_effect_and_classification():
-    e = analysis.effect([0.9, 0.91, 0.92], [0.8, 0.81, 0.82])
-    assert e.value == pytest.approx(0.1)
-    assert e.se == pytest.approx(math.sqrt(2 * 0.01 ** 2 / 3))
-    assert analysis.classify(e) == "holds"
-    assert analysis.classify(analysis.effect([0.8, 0.81], [0.9, 0.91])) == "reversed"
-    assert analysis.classify(analysis.effect([0.9, 0.95], [0.9, 0.94])) == "no clear difference"
+def test_judge_pairs_the_two_arms_by_seed():
+    def acc(experiment, norm, batch_size, seed):
+        return 0.9 + (0.02 * seed if norm == "ln" else 0.0) + 0.01 * seed
+
+    doc = synthetic_results(acc)
+    v = analysis.judge(doc, "rnn", "ln", "bn", 32)
+    d = [0.02 * s for s in experiments.REPORTED_SEEDS]
+    expected = paired_verdict([0.9 + x for x in d], [0.9] * len(d), threshold=0.01)
+    assert (v.effect, v.low, v.high, v.word) == pytest.approx(
+        (expected.effect, expected.low, expected.high, expected.word))
+    assert v.n == len(experiments.REPORTED_SEEDS)
+    broken = json.loads(json.dumps(doc))
+    broken["runs"] = [r for r in broken["runs"] if not (
+        r["experiment"] == "rnn" and r["spec"]["norm"] == "bn" and r["spec"]["seed"] == 1)]
+    with pytest.raises(ValueError, match="share their seeds"):
+        analysis.judge(broken, "rnn", "ln", "bn", 32)
+
+
+def test_thresholds_are_fixed_constants():
+    assert analysis.ACCURACY_THRESHOLD == 0.01 and analysis.RATE_THRESHOLD == 1.0
+    assert set(analysis.THRESHOLDS.values()) >= {analysis.ACCURACY_THRESHOLD,
+                                                  analysis.RATE_THRESHOLD}
 
 
 def test_steps_to_accuracy_uses_the_first_crossing_and_censors():
-    run = {"curve": {"step": [10, 20, 30], "val_acc": [0.5, 0.91, 0.95]}}
+    run = {"curve": {"step": [10, 20, 30], "val_acc": [0.5, 0.91, 0.95]}, "steps": 30}
     assert analysis.steps_to_accuracy(run) == 20
     assert analysis.steps_to_accuracy(run, threshold=0.99) == math.inf
+    assert analysis.steps_to_90(run) == 20
+    never = {"curve": {"step": [10, 20, 30], "val_acc": [0.5, 0.6, 0.7]}, "steps": 30}
+    assert analysis.steps_to_90(never) == 40   # the budget plus one logging interval
 
 
 def test_verdicts_follow_the_numbers():
@@ -270,14 +364,63 @@ def test_verdicts_follow_the_numbers():
         base = {"ln": 0.96, "bn": 0.90 if batch_size <= 8 else 0.97, "none": 0.95}.get(norm, 0.95)
         return base + 0.002 * seed
 
+    def noisy(experiment, norm, batch_size, seed):   # a tie with seed noise: nothing shown
+        return 0.95 + 0.01 * ((seed * (3 if norm == "bn" else 7)) % 5) / 5
+
     rows = analysis.verdict_rows(synthetic_results(acc))
-    by_setting = {(r["claim"][:2], r["setting"]): r["result"] for r in rows}
-    assert by_setting["1.", "MLP, batch 2"] == "holds"
-    assert by_setting["1.", "MLP, batch 256"] == "holds"
-    assert by_setting["2.", "row-by-row RNN, batch 32"] == "does not hold (reversed)"
-    assert by_setting["3.", "CNN, LN over (C,H,W), batch 32"] == "does not hold"
+    by_setting = {(r["claim"][:2], r["setting"]): r for r in rows}
+    assert by_setting["1.", "MLP, batch 2"]["word"] == "holds"
+    assert by_setting["1.", "MLP, batch 256"]["word"] == "holds"
+    assert {"MLP, batch 16", "MLP, batch 32", "MLP, batch 64"} <= {s for _, s in by_setting}
+    assert by_setting["2.", "row-by-row RNN, batch 32"]["word"] == "contradicted"
+    ln_converges = next(r for r in rows if r["claim"] == "3. CNN: LN does not converge")
+    assert ln_converges["word"] == "contradicted"   # synthetic LN fits 98-99 % of its training set
+    # the interval always sits next to the word
+    assert all(r["result"].startswith(r["word"] + ": ") and "[" in r["result"] for r in rows)
+    assert by_setting["1.", "MLP, batch 2"]["result"] == "holds: +6.0 pts [+6.0, +6.0], n = 5"
     table = analysis.verdict_markdown(rows)
     assert table.count("\n") == len(rows) + 1 and "{numref}`fig-evidence-batch-size`" in table
+    noise = analysis.verdict_rows(synthetic_results(noisy))
+    assert {r["word"] for r in noise if r["claim"].startswith(("1.", "2."))} == {"not shown"}
+
+
+def test_rate_ranges_find_the_largest_good_rate_and_the_failure_rate():
+    doc = synthetic_results()   # none fails above 0.01, LN above 0.1, BN above 0.3
+    ln = analysis.rate_range(doc, "lr_range_mlp", "ln")
+    assert ln.largest_good.tolist() == [0.1] * 5 and ln.failure.tolist() == [0.3] * 5
+    none = analysis.rate_range(doc, "lr_range_mlp", "none")
+    assert none.largest_good.tolist() == [0.01] * 5 and none.failure.tolist() == [0.03] * 5
+    rows = {(r["claim"], r["setting"]): r for r in analysis.rate_rows(doc)}
+    key = ("5. LN allows larger learning rates (vs none)",
+           "MLP, batch 32: log2 of the largest rate within 1 pt of the best")
+    assert rows[key]["word"] == "holds"
+    assert rows[key]["verdict"].effect == pytest.approx(math.log2(10))
+
+    def dip(experiment, norm, lr, seed):   # 0.5 pt below the best is still "good"
+        best = 0.95 if lr == 0.001 else 0.945
+        return best if lr <= 0.1 else 0.1
+
+    doc = synthetic_results(range_acc=dip)
+    assert analysis.rate_range(doc, "lr_range_rnn", "bn").largest_good.tolist() == [0.1] * 5
+
+    def never_fails(experiment, norm, lr, seed):
+        return 0.95
+
+    with pytest.raises(ValueError, match="censored"):
+        analysis.rate_rows(synthetic_results(range_acc=never_fails))
+
+
+def test_per_class_verdicts_pair_each_digit_by_seed():
+    def acc(experiment, norm, batch_size, seed):
+        return 0.9 + (0.05 if norm == "bn" else 0.0) + 0.001 * seed
+
+    verdicts = analysis.per_class_verdicts(synthetic_results(acc), "mlp_batch_size", "bn",
+                                           "ln", 256)
+    assert len(verdicts) == 10 and all(v.word == "holds" for v in verdicts)
+    assert verdicts[3].effect == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="split"):
+        analysis.per_class_verdicts(synthetic_results(acc), "mlp_batch_size", "bn", "ln", 256,
+                                    split="train")
 
 
 def test_committed_results_file_is_complete():
@@ -285,16 +428,30 @@ def test_committed_results_file_is_complete():
         f"{RESULTS_FILE} is missing: the evidence chapter renders it; restore it from git or "
         "run python -m layernorm_tutorial.lab.evidence")
     doc = results.load_results(RESULTS_FILE)
-    assert RESULTS_FILE.stat().st_size < 200_000
+    assert RESULTS_FILE.stat().st_size < 1_000_000
     names = {e["name"] for e in doc["config"]["experiments"]}
     assert names == {exp.name for exp in experiments.EXPERIMENTS}
+    assert {r["name"] for r in doc["config"]["rate_ranges"]} == \
+        {r.name for r in experiments.RATE_RANGES}
+    assert len(doc["seeds"]) >= 5 and not set(doc["tuning_seeds"]) & set(doc["seeds"])
     for d in doc["selected_lr"]:
         runs = results.find_runs(doc, d["experiment"], d["norm"], d["batch_size"])
         assert [r["spec"]["seed"] for r in runs] == doc["seeds"]
         assert {r["spec"]["lr"] for r in runs} == {d["lr"]}
-    assert len(doc["seeds"]) >= 3
+        tuning = results.find_runs(doc, d["experiment"], d["norm"], d["batch_size"],
+                                   selected=None, role="tuning")
+        # the rate was chosen on the tuning seeds only, among the rates tried there
+        assert {r["spec"]["seed"] for r in tuning} == set(doc["tuning_seeds"])
+        assert sorted({r["spec"]["lr"] for r in tuning}) == d["rates_tried"]
+        assert experiments.select_lr(tuning) == d["lr"]
+    for rr in doc["config"]["rate_ranges"]:
+        for norm in rr["norms"]:   # the grid reaches past every seed's failure
+            top = max(r["spec"]["lr"] for r in results.find_runs(doc, rr["name"], norm))
+            at_top = [r for r in results.find_runs(doc, rr["name"], norm)
+                      if r["spec"]["lr"] == top]
+            assert len(at_top) == len(doc["seeds"]) and all(map(runner.run_failed, at_top))
     # full runs, not a smoke run's few capped steps
-    assert all(r["spec"]["max_steps"] is None for r in doc["runs"])
+    assert all(r["spec"]["max_steps"] is None for r in doc["runs"] + doc["range_runs"])
 
 
 # ---- the command line: never loses the book's results, refuses bad input up front ----------

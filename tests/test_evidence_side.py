@@ -121,9 +121,9 @@ def test_stored_side_results_have_the_documented_shape():
     doc = side_experiments.load_side_results()
     init = side_experiments.init_scale_result(doc)
     assert init.accuracy.shape == (len(init.norms), len(init.scales), len(init.seeds))
-    assert len(init.seeds) >= 3 and init.norms == bn_init.INIT_NORMS
+    assert len(init.seeds) >= 5 and init.norms == bn_init.INIT_NORMS
     combo = side_experiments.combination_result(doc)
-    assert combo.variants == tuple(combinations.VARIANTS) and len(combo.seeds) >= 3
+    assert combo.variants == tuple(combinations.VARIANTS) and len(combo.seeds) >= 5
     assert init.mean().shape == (3, len(init.scales)) and np.all(init.sd() >= 0)
 
 
@@ -131,7 +131,7 @@ def test_stored_init_scale_run_reproduces(data):
     doc = side_experiments.load_side_results()
     init = side_experiments.init_scale_result(doc)
     i, j = init.norms.index("bn"), init.scales.index(2.0)
-    fresh = bn_init.init_scale_accuracy("bn", 2.0, init.seeds[0], data=data)
+    fresh = bn_init.init_scale_accuracy("bn", 2.0, init.seeds[0])   # the seed's own split
     assert abs(fresh - init.accuracy[i, j, 0]) <= TOLERANCE["acc_abs"]
 
 
@@ -148,20 +148,24 @@ def test_cli_refuses_to_replace_a_file_without_force(tmp_path, capsys):
     assert out.read_text() == "{}"
 
 
-def test_side_verdict_rows_classify_the_stored_numbers():
+def test_side_verdict_rows_pair_the_seeds():
     from layernorm_tutorial.lab.evidence import analysis
     from layernorm_tutorial.lab.evidence.bn_init import InitScaleResult
     from layernorm_tutorial.lab.evidence.combinations import CombinationResult
 
-    acc = np.zeros((2, 2, 3))
-    acc[0] = [[0.1, 0.11, 0.12], [0.1, 0.1, 0.1]]            # none
-    acc[1] = [[0.9, 0.91, 0.92], [0.1, 0.1, 0.11]]           # bn
-    init = InitScaleResult(("none", "bn"), (0.5, 2.0), (0, 1, 2), acc)
-    test = np.array([[0.95, 0.96, 0.97], [0.95, 0.96, 0.97], [0.90, 0.91, 0.90]])
+    seeds = (0, 1, 2, 3, 4)
+    acc = np.zeros((2, 2, 5))
+    acc[0] = [[0.1, 0.11, 0.12, 0.1, 0.1], [0.1, 0.1, 0.1, 0.1, 0.1]]            # none
+    acc[1] = [[0.9, 0.91, 0.92, 0.9, 0.9], [0.1, 0.1, 0.11, 0.1, 0.1]]           # bn
+    init = InitScaleResult(("none", "bn"), (0.5, 2.0), seeds, acc)
+    test = np.array([[0.95, 0.96, 0.97, 0.95, 0.96], [0.95, 0.96, 0.97, 0.95, 0.96],
+                     [0.90, 0.91, 0.90, 0.92, 0.91]])
     combo = CombinationResult(("BN trunk + LN head", "BN everywhere", "LN everywhere"),
-                              (0, 1, 2), test, test)
+                              seeds, test, test)
     rows = analysis.side_verdict_rows(init, combo)
-    assert [r["result"] for r in rows] == ["holds", "does not hold (no clear difference)",
-                                           "does not hold (no clear difference)", "holds"]
-    assert rows[0]["effect"] == "+80.0 ± 0.8 pp"
+    assert [r["word"] for r in rows] == ["holds", "not shown", "not shown", "holds"]
+    assert rows[0]["result"] == "holds: +80.0 pts [+80.0, +80.0], n = 5"
     assert rows[2]["figure"] == "fig-evidence-combinations"
+    with pytest.raises(ValueError, match="at least 5 seeds"):
+        analysis.side_verdict_rows(
+            InitScaleResult(("none", "bn"), (0.5, 2.0), (0, 1, 2), acc[..., :3]), combo)

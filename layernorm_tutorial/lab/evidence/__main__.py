@@ -23,9 +23,11 @@ from pathlib import Path
 from layernorm_tutorial._cli import OutputPathError, check_output_path, positive_int
 from layernorm_tutorial.lab.evidence.experiments import (
     EXPERIMENTS,
+    RATE_RANGES,
     default_workers,
     run_sweep,
     tiny_experiments,
+    tiny_rate_ranges,
 )
 from layernorm_tutorial.lab.evidence.results import COMMITTED_PATH, build_results, save_results
 
@@ -61,12 +63,14 @@ def main(argv=None) -> None:
         parser.error(str(err))
 
     experiments = tiny_experiments() if args.tiny else EXPERIMENTS
+    ranges = tiny_rate_ranges() if args.tiny else RATE_RANGES
     start = time.perf_counter()
-    sweep = run_sweep(experiments, workers=args.workers, progress=True)
+    sweep = run_sweep(experiments, workers=args.workers, progress=True, rate_ranges=ranges)
     seconds = time.perf_counter() - start
-    path = save_results(build_results(sweep, experiments, seconds), out, overwrite=replace)
+    doc = build_results(sweep, experiments, seconds, rate_ranges=ranges, workers=args.workers)
+    path = save_results(doc, out, overwrite=replace)
     kind = "smoke run (not the book's results)" if args.tiny else "sweep"
-    print(f"{kind}: {len(sweep['runs'])} runs in {seconds:.0f} s; results written to "
+    print(f"{kind}: {sweep['trained']} runs trained in {seconds:.0f} s; results written to "
           f"{path.resolve()}")
 
 

@@ -1,12 +1,13 @@
-"""From run records to numbers: per-setting summaries, effect sizes and the verdict table.
+"""From run records to numbers: per-setting summaries, paired verdicts and the verdict table.
 
-Conventions. Every summary uses the runs at the setting's chosen learning rate (one per
-seed). An *effect* is the difference of two means over seeds, oriented so that a positive
-value is what the claim predicts, and its *spread* is the standard error of that difference,
-``sqrt(sd_a^2 / n_a + sd_b^2 / n_b)`` (sd with ddof=1). A claimed difference **holds** when
-the effect exceeds ``max(2 * SE, MIN_EFFECT)``; it is **reversed** when the effect is below
-``-max(2 * SE, MIN_EFFECT)``; otherwise there is **no clear difference**. With three seeds this
-is a coarse screen, not a significance test, and the chapter says so.
+Every comparison is judged by the book's one verdict method,
+:func:`layernorm_tutorial.lab.common.verdict.paired_verdict`: the two arms' values on the same
+reported seeds (same split, same initialization seed) are paired, the effect is the mean
+paired difference oriented so that positive is what the claim predicts, its 95 % Student-t
+interval is printed next to the word, and the word is *holds*, *contradicted* or *not shown*.
+The practical thresholds below are fixed in code before the runs and printed in the chapter.
+
+Summaries (:func:`summarize`) are descriptive only (mean, sd over the reported seeds).
 """
 
 from __future__ import annotations
@@ -16,14 +17,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layernorm_tutorial.lab.common.verdict import Verdict, paired_verdict
 from layernorm_tutorial.lab.evidence.results import find_runs
+from layernorm_tutorial.lab.evidence.runner import run_failed
 
-__all__ = ["MIN_EFFECT", "CONVERGENCE_THRESHOLD", "Summary", "Effect", "values", "summarize",
-           "effect", "classify", "steps_to_accuracy", "batch_size_curves", "chosen_lr",
-           "verdict_rows", "side_verdict_rows", "verdict_markdown", "format_effect"]
+__all__ = ["ACCURACY_THRESHOLD", "GAP_THRESHOLD", "SPEED_THRESHOLD", "RATE_THRESHOLD",
+           "CONVERGED_TRAIN_ACC", "GOOD_RATE_TOLERANCE", "CONVERGENCE_THRESHOLD", "THRESHOLDS",
+           "Summary", "values", "summarize", "paired_values", "judge", "steps_to_accuracy",
+           "steps_to_90", "RateRangeSummary", "rate_range", "batch_size_curves", "chosen_lr",
+           "verdict_cell", "verdict_rows", "side_verdict_rows", "verdict_markdown",
+           "per_class_verdicts"]
 
-MIN_EFFECT = 0.005            # half a percentage point: about two test images
+# ---- practical thresholds, fixed before the runs --------------------------------------------
+ACCURACY_THRESHOLD = 0.01     # one percentage point of accuracy (about 4.5 test images)
+GAP_THRESHOLD = 0.01          # one point of train-minus-test accuracy gap
+SPEED_THRESHOLD = 1 / 16      # steps to 90 %: one logging interval, as a fraction of the budget
+RATE_THRESHOLD = 1.0          # learning rates: log2 units, i.e. a factor of two
+CONVERGED_TRAIN_ACC = 0.95    # "converged": final training accuracy of at least 95 %
+GOOD_RATE_TOLERANCE = 0.01    # a "good" rate: validation accuracy within one point of the best
 CONVERGENCE_THRESHOLD = 0.9   # validation accuracy that counts as "converged" for claim 5
+THRESHOLDS = {"accuracy": ACCURACY_THRESHOLD, "gap": GAP_THRESHOLD,
+              "speed (fraction of the budget)": SPEED_THRESHOLD,
+              "learning rate (log2)": RATE_THRESHOLD,
+              "converged training accuracy": CONVERGED_TRAIN_ACC}
 
 
 def _num(v) -> float:
@@ -32,7 +48,8 @@ def _num(v) -> float:
 
 def values(runs: list[dict], metric: str) -> np.ndarray:
     """One value per run. ``metric`` is a key of ``final`` or ``"gap"`` (train accuracy minus
-    test accuracy), ``"loss_gap"`` (test loss minus train loss) or ``"steps_to_90"``."""
+    test accuracy), ``"loss_gap"`` (test loss minus train loss) or ``"steps_to_90"``
+    (:func:`steps_to_90`: censored runs count as the budget plus one interval)."""
     if metric == "gap":
         return np.array([_num(r["final"]["train_acc"]) - _num(r["final"]["test_acc"])
                          for r in runs])
@@ -40,7 +57,7 @@ def values(runs: list[dict], metric: str) -> np.ndarray:
         return np.array([_num(r["final"]["test_loss"]) - _num(r["final"]["train_loss"])
                          for r in runs])
     if metric == "steps_to_90":
-        return np.array([steps_to_accuracy(r) for r in runs], dtype=float)
+        return np.array([steps_to_90(r) for r in runs], dtype=float)
     return np.array([_num(r["final"][metric]) for r in runs])
 
 
@@ -63,32 +80,29 @@ def summarize(x) -> Summary:
     return Summary(float(np.mean(x)), sd, float(np.min(x)), float(np.max(x)), int(x.size))
 
 
-@dataclass(frozen=True)
-class Effect:
-    """``mean(a) - mean(b)`` and its standard error."""
+def paired_values(doc: dict, experiment: str, claimed: str, baseline: str,
+                  batch_size: int | None = None, metric: str = "test_acc"):
+    """``(claimed_values, baseline_values)`` of two norms on the same reported seeds, in seed
+    order; ``ValueError`` if the two arms were not run on the same seeds."""
+    a = find_runs(doc, experiment, claimed, batch_size)
+    b = find_runs(doc, experiment, baseline, batch_size)
+    seeds_a = [r["spec"]["seed"] for r in a]
+    seeds_b = [r["spec"]["seed"] for r in b]
+    if seeds_a != seeds_b or not seeds_a:
+        raise ValueError(f"{experiment}: {claimed} and {baseline} must share their seeds to "
+                         f"pair, got {seeds_a} and {seeds_b}")
+    a = sorted(a, key=lambda r: r["spec"]["seed"])
+    b = sorted(b, key=lambda r: r["spec"]["seed"])
+    return values(a, metric), values(b, metric)
 
-    value: float
-    se: float
-    a: Summary
-    b: Summary
 
-
-def effect(a, b) -> Effect:
-    sa, sb = summarize(a), summarize(b)
-    se = math.sqrt(sa.sd ** 2 / sa.n + sb.sd ** 2 / sb.n)
-    return Effect(sa.mean - sb.mean, se, sa, sb)
-
-
-def classify(e: Effect, min_effect: float = MIN_EFFECT) -> str:
-    """``"holds"``, ``"reversed"`` or ``"no clear difference"`` (see the module docstring)."""
-    bar = max(2 * e.se, min_effect)
-    if not math.isfinite(e.value):
-        return "no clear difference"
-    if e.value > bar:
-        return "holds"
-    if e.value < -bar:
-        return "reversed"
-    return "no clear difference"
+def judge(doc: dict, experiment: str, claimed: str, baseline: str, batch_size: int,
+          metric: str = "test_acc", threshold: float = ACCURACY_THRESHOLD, claim: str = "",
+          higher_is_better: bool = True) -> Verdict:
+    """``paired_verdict`` of "``claimed`` beats ``baseline``" on ``metric`` at one setting."""
+    a, b = paired_values(doc, experiment, claimed, baseline, batch_size, metric)
+    return paired_verdict(a, b, threshold=threshold, claim=claim,
+                          higher_is_better=higher_is_better)
 
 
 def steps_to_accuracy(run: dict, threshold: float = CONVERGENCE_THRESHOLD,
@@ -99,6 +113,18 @@ def steps_to_accuracy(run: dict, threshold: float = CONVERGENCE_THRESHOLD,
         if acc is not None and acc >= threshold:
             return float(step)
     return math.inf
+
+
+def steps_to_90(run: dict) -> float:
+    """:func:`steps_to_accuracy` at 90 %, with a run that never gets there scored as its
+    budget plus one logging interval (a lower bound on its true value, so a verdict that a
+    method is *faster* than a censored one is conservative)."""
+    s = steps_to_accuracy(run)
+    if math.isfinite(s):
+        return s
+    steps = run["curve"]["step"]
+    budget = steps[-1] if steps else run["steps"]
+    return float(budget + budget / max(len(steps), 1))
 
 
 def batch_size_curves(doc: dict, metric: str = "test_acc", experiment: str = "mlp_batch_size"):
@@ -113,136 +139,215 @@ def batch_size_curves(doc: dict, metric: str = "test_acc", experiment: str = "ml
     return out
 
 
-def format_effect(e: Effect) -> str:
-    """``"+1.2 ± 0.4 pp"``: an accuracy effect and its SE in percentage points."""
-    return _pp(e)
-
-
-def _pp(e: Effect) -> str:
-    return f"{100 * e.value:+.1f} ± {100 * e.se:.1f} pp"
-
-
-def _row(claim, setting, result, effect_text, figure):
-    return {"claim": claim, "setting": setting, "result": result, "effect": effect_text,
-            "figure": figure}
-
-
-def _diff_row(doc, claim, setting, exp, winner, loser, b, figure, metric="test_acc"):
-    e = effect(values(find_runs(doc, exp, winner, b), metric),
-               values(find_runs(doc, exp, loser, b), metric))
-    verdict = {"holds": "holds", "reversed": "does not hold (reversed)",
-               "no clear difference": "does not hold (no clear difference)"}[classify(e)]
-    return _row(claim, setting, verdict, _pp(e), figure), e
-
-
-def verdict_rows(doc: dict) -> list[dict]:
-    """The verdict table: one row per (claim, setting) with result, effect ± SE and the
-    label of the figure that shows it. Effects are test-accuracy differences in percentage
-    points unless the row says otherwise."""
-    rows = []
-    fig_b, fig_cr = "fig-evidence-batch-size", "fig-evidence-cnn-rnn"
-    fig_gap, fig_curves = "fig-evidence-gap", "fig-evidence-curves"
-    sizes = sorted({r["spec"]["batch_size"] for r in find_runs(doc, "mlp_batch_size")})
-    for b in sizes:
-        small = b <= 8
-        if not small and b < 128:
-            continue
-        claim = "1. MLP: LN beats BN at small batch" if small else \
-            "1. MLP: BN beats LN at large batch"
-        winner, loser = ("ln", "bn") if small else ("bn", "ln")
-        rows.append(_diff_row(doc, claim, f"MLP, batch {b}", "mlp_batch_size", winner, loser,
-                              b, fig_b)[0])
-    rows.append(_diff_row(doc, "2. RNN: LN beats BN", "row-by-row RNN, batch 32", "rnn", "ln",
-                          "bn", 32, fig_cr)[0])
-    ln_train = summarize(values(find_runs(doc, "cnn", "ln", 32), "train_acc"))
-    converged = ln_train.min >= 0.95
-    rows.append(_row("3. CNN: LN does not converge", "CNN, LN over (C,H,W), batch 32",
-                     "does not hold" if converged else
-                     ("holds" if ln_train.max < 0.5 else "depends"),
-                     f"final train accuracy {100 * ln_train.mean:.1f} % "
-                     f"(min {100 * ln_train.min:.1f} %)", fig_cr))
-    for other, label in (("ln", "LN over (C,H,W)"), ("gn", "GN"), ("ln_c", "LN over channels")):
-        rows.append(_diff_row(doc, "3. CNN: BN beats the alternatives",
-                              f"CNN, BN vs {label}", "cnn", "bn", other, 32, fig_cr)[0])
-    for exp, b, name in (("mlp_batch_size", 32, "MLP"), ("cnn", 32, "CNN")):
-        # positive effect = BN's train-test accuracy gap is smaller than the other's
-        for other, label in (("none", "no norm"), ("ln", "LN")):
-            rows.append(_diff_row(doc, f"4. BN regularizes: smaller train-test gap than {label}",
-                                  f"{name}, batch {b}", exp, other, "bn", b, fig_gap,
-                                  metric="gap")[0])
-    for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN"), ("rnn", "RNN")):
-        none = values(find_runs(doc, exp, "none", 32), "steps_to_90")
-        ln = values(find_runs(doc, exp, "ln", 32), "steps_to_90")
-        if not (np.all(np.isfinite(none)) and np.all(np.isfinite(ln))):
-            result = "depends (a run never reached 90 %)"
-            text = f"none {none.tolist()} vs LN {ln.tolist()} steps"
-        else:
-            e = effect(none, ln)
-            bar = max(2 * e.se, 0.0)
-            result = ("holds" if e.value > bar else
-                      "does not hold (LN slower)" if e.value < -bar else
-                      "does not hold (no clear difference)")
-            text = (f"{e.value:+.0f} ± {e.se:.0f} steps to 90 % val. acc. "
-                    f"(none {e.a.mean:.0f}, LN {e.b.mean:.0f})")
-        rows.append(_row("5. LN speeds up convergence (vs none)", f"{name}, batch 32",
-                         result, text, fig_curves))
-    rows.append(_larger_lr_row(doc))
-    return rows
-
-
 def chosen_lr(doc: dict, experiment: str, norm: str, batch_size: int) -> float:
-    """The learning rate the sweep chose for one setting."""
+    """The learning rate the tuning seeds chose for one setting."""
     for d in doc["selected_lr"]:
         if (d["experiment"], d["norm"], d["batch_size"]) == (experiment, norm, batch_size):
             return d["lr"]
     raise KeyError(f"no setting {experiment}/{norm}/batch {batch_size} in the results")
 
 
-def _larger_lr_row(doc: dict) -> dict:
-    """Claim 5's corollary "LN allows larger learning rates": compare the rates the sweep
-    chose for LN and for no norm at batch 32 (seed 0 only, so there is no spread)."""
-    pairs = {name: (chosen_lr(doc, exp, "ln", 32), chosen_lr(doc, exp, "none", 32))
-             for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN"), ("rnn", "RNN"))}
-    larger = [name for name, (ln, none) in pairs.items() if ln > none]
-    result = ("holds" if len(larger) == len(pairs) else
-              "does not hold (LN's best rate never larger)" if not larger else
-              f"depends (larger only for {', '.join(larger)})")
-    text = "; ".join(f"{name} LN {ln:g} vs none {none:g}" for name, (ln, none) in pairs.items())
-    return _row("5. LN allows larger learning rates", "best Adam rate at batch 32 (seed 0)",
-                result, text, "fig-evidence-lr")
+# ---- learning-rate ranges (claim 5: "allows larger learning rates") --------------------------
+
+
+@dataclass(frozen=True)
+class RateRangeSummary:
+    """One norm of a rate-range experiment, per reported seed (arrays of shape ``(n,)``):
+    ``best_rate`` (highest validation accuracy), ``best_acc``, ``largest_good`` (the largest
+    rate whose validation accuracy is within :data:`GOOD_RATE_TOLERANCE` of that seed's best)
+    and ``failure`` (the smallest rate above the best one at which the run failed,
+    :func:`~.runner.run_failed`; ``inf`` if none failed: censored)."""
+
+    norm: str
+    seeds: tuple[int, ...]
+    rates: tuple[float, ...]
+    val_acc: np.ndarray          # (n_seeds, n_rates)
+    failed: np.ndarray           # (n_seeds, n_rates) bool
+    best_rate: np.ndarray
+    best_acc: np.ndarray
+    largest_good: np.ndarray
+    failure: np.ndarray
+
+
+def rate_range(doc: dict, experiment: str, norm: str,
+               tolerance: float = GOOD_RATE_TOLERANCE) -> RateRangeSummary:
+    """Summarize the rate range of ``norm`` in ``experiment`` (``"lr_range_mlp"``, ...)."""
+    runs = find_runs(doc, experiment, norm)
+    if not runs:
+        raise KeyError(f"no runs of {experiment}/{norm} in the results")
+    rates = tuple(sorted({r["spec"]["lr"] for r in runs}))
+    seeds = tuple(sorted({r["spec"]["seed"] for r in runs}))
+    by = {(r["spec"]["seed"], r["spec"]["lr"]): r for r in runs}
+    missing = [(s, lr) for s in seeds for lr in rates if (s, lr) not in by]
+    if missing:
+        raise ValueError(f"{experiment}/{norm}: the grid is incomplete, missing {missing[:3]}")
+    acc = np.array([[_num(by[s, lr]["final"]["val_acc"]) for lr in rates] for s in seeds])
+    failed = np.array([[run_failed(by[s, lr]) for lr in rates] for s in seeds])
+    r = np.array(rates)
+    best_i = acc.argmax(axis=1)
+    best_acc = acc.max(axis=1)
+    good = acc >= best_acc[:, None] - tolerance
+    largest_good = np.array([r[np.nonzero(row)[0].max()] for row in good])
+    failure = np.array([next((r[j] for j in range(b + 1, len(r)) if failed[i, j]), math.inf)
+                        for i, b in enumerate(best_i)])
+    return RateRangeSummary(norm, seeds, rates, acc, failed, r[best_i], best_acc, largest_good,
+                            failure)
+
+
+def _rate_verdict(a: RateRangeSummary, b: RateRangeSummary, field: str, claim: str) -> Verdict:
+    if a.seeds != b.seeds:
+        raise ValueError(f"rate ranges must share their seeds, got {a.seeds} and {b.seeds}")
+    x, y = getattr(a, field), getattr(b, field)
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError(f"{claim}: a run never failed on the grid (censored {field}); "
+                         "extend the rate range before judging")
+    return paired_verdict(np.log2(x), np.log2(y), threshold=RATE_THRESHOLD, claim=claim)
+
+
+# ---- the verdict table ------------------------------------------------------------------------
+
+
+def verdict_cell(v: Verdict, kind: str = "accuracy") -> str:
+    """The word with its interval, in the unit of ``kind``: ``accuracy``/``gap`` in
+    percentage points, ``steps``, or ``log2`` (learning rates)."""
+    if kind in ("accuracy", "gap"):
+        return v.text(digits=1, scale=100, unit=" pts")
+    if kind == "steps":
+        return v.text(digits=0, unit=" steps")
+    if kind == "log2":
+        return v.text(digits=2, unit=" log2")
+    raise ValueError(f"kind must be accuracy, gap, steps or log2, got {kind!r}")
+
+
+def _threshold_text(v: Verdict, kind: str) -> str:
+    if kind in ("accuracy", "gap"):
+        return f"{100 * v.threshold:g} pts"
+    if kind == "steps":
+        return f"{v.threshold:.0f} steps"
+    return f"{v.threshold:g} (×{2 ** v.threshold:g})"
+
+
+def _row(claim: str, setting: str, v: Verdict, kind: str, figure: str) -> dict:
+    return {"claim": claim, "setting": setting, "word": v.word,
+            "result": verdict_cell(v, kind), "threshold": _threshold_text(v, kind),
+            "figure": figure, "verdict": v}
+
+
+SMALL_BATCH = 8   # claim 1: "small" means at most this many samples
+
+
+def verdict_rows(doc: dict) -> list[dict]:
+    """The verdict table: one row per (claim, setting) with the word and its interval
+    (``result``), the threshold and the label of the figure that shows it. Effects are
+    test-accuracy differences in percentage points unless the row says otherwise; every
+    comparison is paired by seed (:func:`judge`)."""
+    rows = []
+    fig_b, fig_cr = "fig-evidence-batch-size", "fig-evidence-cnn-rnn"
+    fig_gap, fig_curves = "fig-evidence-gap", "fig-evidence-curves"
+    sizes = sorted({r["spec"]["batch_size"] for r in find_runs(doc, "mlp_batch_size")})
+    for b in sizes:
+        small = b <= SMALL_BATCH
+        claim = ("1. MLP: LN beats BN at small batch" if small else
+                 "1. MLP: BN beats LN at larger batch")
+        winner, loser = ("ln", "bn") if small else ("bn", "ln")
+        v = judge(doc, "mlp_batch_size", winner, loser, b, claim=claim)
+        rows.append(_row(claim, f"MLP, batch {b}", v, "accuracy", fig_b))
+    claim = "2. RNN: LN beats BN"
+    rows.append(_row(claim, "row-by-row RNN, batch 32",
+                     judge(doc, "rnn", "ln", "bn", 32, claim=claim), "accuracy", fig_cr))
+    # "LN does not converge": LN's final training accuracy below the converged level
+    claim = "3. CNN: LN does not converge"
+    ln_train = values(find_runs(doc, "cnn", "ln", 32), "train_acc")
+    v = paired_verdict(np.full(ln_train.size, CONVERGED_TRAIN_ACC), ln_train,
+                       threshold=ACCURACY_THRESHOLD, claim=claim)
+    rows.append(_row(claim, f"CNN, LN over (C,H,W): {100 * CONVERGED_TRAIN_ACC:g} % minus "
+                     "final train acc.", v, "accuracy", fig_cr))
+    for other, label in (("ln", "LN over (C,H,W)"), ("gn", "GN"), ("ln_c", "LN over channels")):
+        claim = "3. CNN: BN beats the alternatives"
+        rows.append(_row(claim, f"CNN, BN vs {label}",
+                         judge(doc, "cnn", "bn", other, 32, claim=claim), "accuracy", fig_cr))
+    for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN")):
+        # positive effect = BN's train-test accuracy gap is smaller than the other's
+        for other, label in (("none", "no norm"), ("ln", "LN")):
+            claim = f"4. BN regularizes: smaller train-test gap than {label}"
+            v = judge(doc, exp, other, "bn", 32, metric="gap", threshold=GAP_THRESHOLD,
+                      claim=claim)
+            rows.append(_row(claim, f"{name}, batch 32", v, "gap", fig_gap))
+    for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN"), ("rnn", "RNN")):
+        budget = find_runs(doc, exp, "ln", 32)[0]["steps"]
+        claim = "5. LN speeds up convergence (vs none)"
+        v = judge(doc, exp, "ln", "none", 32, metric="steps_to_90",
+                  threshold=SPEED_THRESHOLD * budget, claim=claim, higher_is_better=False)
+        rows.append(_row(claim, f"{name}, batch 32: steps to 90 % val. acc. "
+                         f"(budget {budget})", v, "steps", fig_curves))
+    rows += rate_rows(doc)
+    return rows
+
+
+def rate_rows(doc: dict) -> list[dict]:
+    """Claim 5's "LN allows larger learning rates" and BN's "allows higher learning rates"
+    (003.5): log2 of each seed's largest good rate and of its failure rate, paired by seed,
+    against no normalization, for the MLP and the RNN at batch 32."""
+    rows = []
+    experiments = sorted({r["experiment"] for r in doc["range_runs"]})
+    for exp in experiments:
+        name = exp.removeprefix("lr_range_").upper()
+        ranges = {n: rate_range(doc, exp, n) for n in ("none", "bn", "ln")}
+        for norm, label in (("ln", "LN"), ("bn", "BN")):
+            claim = f"5. {label} allows larger learning rates (vs none)"
+            for field, what in (("largest_good", "largest rate within 1 pt of the best"),
+                                ("failure", "rate at which training fails")):
+                v = _rate_verdict(ranges[norm], ranges["none"], field, claim)
+                rows.append(_row(claim, f"{name}, batch 32: log2 of the {what}", v, "log2",
+                                 "fig-evidence-lr"))
+    return rows
 
 
 def verdict_markdown(rows: list[dict]) -> str:
     """A Markdown (MyST) table of the verdict rows, figures as ``{numref}`` links."""
-    lines = ["| Claim | Setting | Result | Effect (mean ± SE over seeds) | Figure |",
+    lines = ["| Claim | Setting | Verdict: effect [95 % interval], seeds | Threshold | Figure |",
              "|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['claim']} | {r['setting']} | {r['result']} | {r['effect']} | "
+        lines.append(f"| {r['claim']} | {r['setting']} | {r['result']} | {r['threshold']} | "
                      f"{{numref}}`{r['figure']}` |")
     return "\n".join(lines)
-
-
-_VERDICT = {"holds": "holds", "reversed": "does not hold (reversed)",
-            "no clear difference": "does not hold (no clear difference)"}
 
 
 def side_verdict_rows(init, combo, scales=(0.5, 2.0)) -> list[dict]:
     """Verdict rows for the side experiments: claim 6 (BN makes accuracy less sensitive to
     the initialization scale: BN minus no norm at each of ``scales``) from ``init``
     (``bn_init.InitScaleResult``), and claim 7 (BN trunk + LN head beats each single-norm
-    network) from ``combo`` (``combinations.CombinationResult``)."""
+    network) from ``combo`` (``combinations.CombinationResult``). Both are paired by seed."""
     rows = []
     for scale in scales:
         j = init.scales.index(scale)
-        e = effect(init.accuracy[init.norms.index("bn"), j],
-                   init.accuracy[init.norms.index("none"), j])
-        rows.append(_row("6. BN: less sensitive to the initialization (vs none)",
-                         f"deep MLP, SGD, init scale {scale:g}", _VERDICT[classify(e)], _pp(e),
+        claim = "6. BN: less sensitive to the initialization (vs none)"
+        v = paired_verdict(init.accuracy[init.norms.index("bn"), j],
+                           init.accuracy[init.norms.index("none"), j],
+                           threshold=ACCURACY_THRESHOLD, claim=claim)
+        rows.append(_row(claim, f"deep MLP, SGD, init scale {scale:g}", v, "accuracy",
                          "fig-evidence-init-scale"))
     mixed = combo.test_acc[combo.variants.index("BN trunk + LN head")]
     for other in ("BN everywhere", "LN everywhere"):
-        e = effect(mixed, combo.test_acc[combo.variants.index(other)])
-        rows.append(_row("7. Combining: BN trunk + LN head beats a single norm",
-                         f"conv + attention, vs {other}", _VERDICT[classify(e)], _pp(e),
+        claim = "7. Combining: BN trunk + LN head beats a single norm"
+        v = paired_verdict(mixed, combo.test_acc[combo.variants.index(other)],
+                           threshold=ACCURACY_THRESHOLD, claim=claim)
+        rows.append(_row(claim, f"conv + attention, vs {other}", v, "accuracy",
                          "fig-evidence-combinations"))
     return rows
+
+
+def per_class_verdicts(doc: dict, experiment: str, claimed: str, baseline: str,
+                       batch_size: int, split: str = "test") -> list[Verdict]:
+    """Ten paired verdicts, one per digit: ``claimed`` minus ``baseline`` accuracy on the
+    images of that class of ``split`` (``"test"`` or ``"val"``), paired by seed."""
+    if split not in ("test", "val"):
+        raise ValueError(f"split must be 'test' or 'val', got {split!r}")
+    a, b = (np.array([r["final"][f"{split}_acc_per_class"]
+                      for r in sorted(find_runs(doc, experiment, n, batch_size),
+                                      key=lambda r: r["spec"]["seed"])], dtype=float)
+            for n in (claimed, baseline))
+    if a.shape != b.shape:
+        raise ValueError(f"{claimed} and {baseline} must share their seeds to pair")
+    return [paired_verdict(a[:, c], b[:, c], threshold=ACCURACY_THRESHOLD,
+                           claim=f"digit {c}") for c in range(a.shape[1])]

@@ -98,7 +98,7 @@ def gradient_norms_at_init(norm: str, init_scale: float = 1.0, seed: int = 0, de
     loss is the mean cross-entropy of a freshly initialized :class:`DeepMLP` in training mode
     (BN uses the batch's statistics) on ``batch_size`` training images drawn with ``seed``.
     """
-    data = load_evidence_data() if data is None else data
+    data = load_evidence_data(seed) if data is None else data
     x, y = _batch(data, batch_size, seed)
     with deterministic_torch(), seeded(seed):
         model = DeepMLP(norm, depth, width, init_scale)
@@ -116,7 +116,7 @@ def init_scale_accuracy(norm: str, init_scale: float, seed: int = 0, steps: int 
     order drawn from ``seed``. A run whose loss stops being finite stops there and is
     evaluated with the weights it had.
     """
-    data = load_evidence_data() if data is None else data
+    data = load_evidence_data(seed) if data is None else data
     with deterministic_torch(), seeded(seed):
         model = DeepMLP(norm, depth, width, init_scale)
         optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
@@ -146,11 +146,11 @@ class InitScaleResult:
 
 def init_scale_sweep(norms: Sequence[str] = INIT_NORMS,
                      scales: Sequence[float] = (0.25, 0.5, 1.0, 2.0, 4.0),
-                     seeds: Sequence[int] = (0, 1, 2), **kwargs) -> InitScaleResult:
+                     seeds: Sequence[int] = (0, 1, 2, 3, 4), **kwargs) -> InitScaleResult:
     """:func:`init_scale_accuracy` for every (norm, scale, seed); ``kwargs`` go to it."""
     if len(seeds) < 1 or len(scales) < 1 or len(norms) < 1:
         raise ValueError("norms, scales and seeds must each hold at least one value")
-    data = kwargs.pop("data", None) or load_evidence_data()
+    data = kwargs.pop("data", None)   # default: each seed's own training split
     acc = np.array([[[init_scale_accuracy(norm, scale, seed, data=data, **kwargs)
                       for seed in seeds] for scale in scales] for norm in norms])
     return InitScaleResult(tuple(norms), tuple(float(s) for s in scales), tuple(seeds), acc)
@@ -165,6 +165,6 @@ def gradient_norm_table(norms: Sequence[str] = INIT_NORMS,
     """
     if len(seeds) < 1 or len(scales) < 1 or len(norms) < 1:
         raise ValueError("norms, scales and seeds must each hold at least one value")
-    data = kwargs.pop("data", None) or load_evidence_data()
+    data = kwargs.pop("data", None)   # default: each seed's own training split
     return np.array([[[gradient_norms_at_init(norm, scale, seed, data=data, **kwargs)
                        for seed in seeds] for scale in scales] for norm in norms])

@@ -116,7 +116,7 @@ def train_hybrid(variant: str, seed: int = 0, steps: int = 200, lr: float = 3e-3
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
-    data = load_evidence_data() if data is None else data
+    data = load_evidence_data(seed) if data is None else data
     x_train = as_model_input(data.x_train, "cnn")
     x_test = as_model_input(data.x_test, "cnn")
     with deterministic_torch(), seeded(seed):
@@ -141,11 +141,11 @@ class CombinationResult:
 
 
 def combination_sweep(variants: Sequence[str] = tuple(VARIANTS),
-                      seeds: Sequence[int] = (0, 1, 2), **kwargs) -> CombinationResult:
+                      seeds: Sequence[int] = (0, 1, 2, 3, 4), **kwargs) -> CombinationResult:
     """:func:`train_hybrid` for every (variant, seed); ``kwargs`` go to it."""
     if not variants or not seeds:
         raise ValueError("variants and seeds must each hold at least one value")
-    data = kwargs.pop("data", None) or load_evidence_data()
+    data = kwargs.pop("data", None)   # default: each seed's own training split
     runs = [[train_hybrid(v, s, data=data, **kwargs) for s in seeds] for v in variants]
     return CombinationResult(tuple(variants), tuple(seeds),
                              np.array([[r["test_acc"] for r in row] for row in runs]),

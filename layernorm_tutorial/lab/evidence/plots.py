@@ -1,8 +1,9 @@
 """Figures for the evidence chapter ("Do the rules of thumb hold?").
 
 Every helper takes the results document (``layernorm_tutorial.lab.evidence.load_results()``) and
-returns a ``matplotlib.figure.Figure``. Error bars are one standard deviation over seeds; the
-dots are the individual seeds.
+returns a ``matplotlib.figure.Figure``. Error bars are one standard deviation over the
+reported seeds; the dots are the individual seeds. (The figures describe; the verdicts come
+from :mod:`.analysis`.)
 """
 
 from __future__ import annotations
@@ -11,11 +12,16 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from layernorm_tutorial.lab.common.figure import new_figure
-from layernorm_tutorial.lab.evidence.analysis import batch_size_curves, summarize, values
+from layernorm_tutorial.lab.evidence.analysis import (
+    batch_size_curves,
+    rate_range,
+    summarize,
+    values,
+)
 from layernorm_tutorial.lab.evidence.results import find_runs
 
 __all__ = ["NORM_STYLE", "plot_batch_size", "plot_cnn_rnn", "plot_generalization_gap",
-           "plot_learning_curves", "plot_lr_sweep"]
+           "plot_learning_curves", "plot_rate_ranges"]
 
 # one colour and label per normalization, the same in every figure of the chapter
 NORM_STYLE = {
@@ -149,23 +155,27 @@ def plot_learning_curves(doc: dict):
     return fig
 
 
-def plot_lr_sweep(doc: dict, batch_size: int = 32):
-    """The learning-rate sweep (seed 0): final validation accuracy vs Adam learning rate for
-    every norm of the MLP, CNN and RNN at ``batch_size``."""
-    fig, axes = new_figure(1, 3, height=3.2)
-    for ax, exp, title in zip(axes, ("mlp_batch_size", "cnn", "rnn"), ("MLP", "CNN", "RNN"),
-                              strict=True):
-        for norm in _norms(doc, exp):
-            runs = [r for r in find_runs(doc, exp, norm, batch_size, selected=None)
-                    if r["spec"]["seed"] == doc["seeds"][0]]
-            lrs = [r["spec"]["lr"] for r in runs]
-            acc = [100 * values([r], "val_acc")[0] for r in runs]
+def plot_rate_ranges(doc: dict):
+    """Claim 5, "allows larger learning rates": final validation accuracy against the Adam
+    learning rate for every norm of the MLP (left) and the RNN (right) at batch 32; lines are
+    the mean over the reported seeds, bands their range, the dotted line chance (10 %)."""
+    experiments = sorted({r["experiment"] for r in doc["range_runs"]})
+    fig, axes = new_figure(1, len(experiments), height=3.3)
+    axes = np.atleast_1d(axes)
+    for ax, exp in zip(axes, experiments, strict=True):
+        for norm in [n for n in NORM_STYLE if find_runs(doc, exp, n)]:
+            rr = rate_range(doc, exp, norm)
+            acc = 100 * rr.val_acc
             color, label = NORM_STYLE[norm]
-            ax.plot(lrs, acc, color=color, marker="o", ms=4, label=label.split("\n")[0])
+            ax.plot(rr.rates, acc.mean(axis=0), color=color, marker="o", ms=4,
+                    label=label.split("\n")[0])
+            ax.fill_between(rr.rates, acc.min(axis=0), acc.max(axis=0), color=color, alpha=0.15)
+        ax.axhline(10, color="k", ls=":", lw=1)
         ax.set_xscale("log")
-        ax.set_xlabel("Adam learning rate")
-        ax.set_title(f"{title}, batch {batch_size}")
+        ax.set_xlabel("Adam learning rate (log scale)")
+        batch = find_runs(doc, exp)[0]["spec"]["batch_size"]
+        ax.set_title(f"{exp.removeprefix('lr_range_').upper()}, batch {batch}")
     axes[0].set_ylabel("validation accuracy (%)")
-    handles, labels = axes[1].get_legend_handles_labels()
+    handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8)
     return fig

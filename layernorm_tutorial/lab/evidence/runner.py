@@ -1,10 +1,11 @@
 """One training run, fully determined by its :class:`RunSpec`.
 
-A run trains one model with Adam on the evidence data for a fixed number of epochs (or a
-step cap, used only by the tests), in the order given by a seeded generator, and records a
-learning curve plus final metrics. Everything random (initialization, data order) comes from
-``spec.seed``, and the run executes single-threaded with deterministic algorithms, so the
-same spec on the same machine gives bit-identical numbers.
+A run trains one model with Adam on the evidence data of its seed for a fixed number of epochs
+(or a step cap, used only by the tests), in the order given by a seeded generator, and records a
+learning curve plus final metrics. Everything random (the train/validation split,
+initialization, data order) comes from ``spec.seed``, and the run executes single-threaded
+with deterministic algorithms, so the same spec on the same machine gives bit-identical
+numbers.
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ from layernorm_tutorial.lab.evidence.data import EvidenceData, as_model_input, l
 from layernorm_tutorial.lab.evidence.models import build_model
 
 __all__ = ["RunSpec", "deterministic_torch", "train_run", "train_model", "evaluate",
-           "recalibrate_batch_norm"]
+           "per_class_accuracy", "recalibrate_batch_norm", "FAILURE_LOSS", "run_failed"]
 
 NUM_THREADS = 1
 NUM_EVALS = 16
+NUM_CLASSES = 10
+# A run *fails* when its loss stops being finite or its final training loss (evaluation mode)
+# is no better than guessing uniformly over the ten classes, ln 10.
+FAILURE_LOSS = math.log(NUM_CLASSES)
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,29 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[
     return (loss if math.isfinite(loss) else float("nan")), accuracy
 
 
+@torch.no_grad()
+def per_class_accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[float]:
+    """Accuracy on the images of each class ``0 .. 9`` (evaluation mode); ``nan`` for a class
+    with no image in ``y``."""
+    was_training = model.training
+    model.eval()
+    correct = model(x).argmax(dim=1) == y
+    model.train(was_training)
+    out = []
+    for c in range(NUM_CLASSES):
+        mask = y == c
+        out.append(float(correct[mask].float().mean()) if mask.any() else float("nan"))
+    return out
+
+
+def run_failed(record: dict) -> bool:
+    """``True`` when the run diverged (non-finite loss) or ended with a training loss of at
+    least :data:`FAILURE_LOSS` (no better than chance); works on rounded records too."""
+    loss = record["final"]["train_loss"]
+    return bool(record["diverged"] or loss is None or not math.isfinite(loss)
+                or loss >= FAILURE_LOSS)
+
+
 def _eval_steps(total: int) -> list[int]:
     """``NUM_EVALS`` evenly spaced steps in ``(0, total]`` (no step 0: a per-time-step BN
     has no running statistics before its first training step)."""
@@ -99,10 +127,13 @@ def train_model(spec: RunSpec, data: EvidenceData | None = None):
     ``diverged`` (a non-finite training loss stopped the run), ``curve`` (``step``,
     ``train_loss``, ``val_acc``, ``test_acc`` at 16 evenly spaced steps, evaluation mode),
     ``final`` (``train_loss``, ``train_acc``, ``val_loss``, ``val_acc``, ``test_loss``,
-    ``test_acc`` in evaluation mode, and ``minibatch_loss_last_epoch``: the mean training-mode
+    ``test_acc`` in evaluation mode, ``val_acc_per_class`` and ``test_acc_per_class``: ten
+    accuracies, one per digit, and ``minibatch_loss_last_epoch``: the mean training-mode
     loss over the last epoch's mini-batches, which for BN uses batch statistics).
+
+    ``data`` defaults to the split of ``spec.seed`` (:func:`~.data.load_evidence_data`).
     """
-    data = load_evidence_data() if data is None else data
+    data = load_evidence_data(spec.seed) if data is None else data
     x_tr, y_tr = as_model_input(data.x_train, spec.model), data.y_train
     x_va, y_va = as_model_input(data.x_val, spec.model), data.y_val
     x_te, y_te = as_model_input(data.x_test, spec.model), data.y_test
@@ -153,6 +184,8 @@ def train_model(spec: RunSpec, data: EvidenceData | None = None):
         final = {}
         for name, x, y in (("train", x_tr, y_tr), ("val", x_va, y_va), ("test", x_te, y_te)):
             final[f"{name}_loss"], final[f"{name}_acc"] = evaluate(model, x, y)
+        final["val_acc_per_class"] = per_class_accuracy(model, x_va, y_va)
+        final["test_acc_per_class"] = per_class_accuracy(model, x_te, y_te)
         final["minibatch_loss_last_epoch"] = float(np.mean(recent)) if recent else float("nan")
     model.eval()
     return model, {"spec": spec.as_dict(), "steps": step, "diverged": diverged,
