@@ -171,3 +171,18 @@ def test_command_writes_provenance_and_never_replaces_without_force(tmp_path, ca
     assert "--force" in capsys.readouterr().err and out.read_text() == before
     with pytest.raises(SystemExit):
         ln_vs_he_main(["--tiny"])                  # a smoke run never writes the book's file
+
+
+def test_committed_results_match_the_code_that_makes_them():
+    from layernorm_tutorial.lab.common.stored_results import load_results
+
+    doc = load_results(ln_vs_he.COMMITTED_PATH)
+    assert doc["command"] == ln_vs_he.COMMAND
+    assert doc["threshold"] == ln_vs_he.THRESHOLD and doc["arms"] == list(ln_vs_he.ARMS)
+    assert doc["lr_grid"] == list(ln_vs_he.LR_GRID) == doc["config"]["lr_grid"]
+    assert doc["tuning_seeds"] == [0, 1] and doc["reported_seeds"] == [2, 3, 4, 5, 6]
+    for arm in doc["arms"]:   # the stored choice is the argmax of the stored tuning accuracy
+        best = doc["lr_grid"][int(np.argmax(doc["tuning_accuracy"][arm]))]
+        assert doc["lr"][arm] == best
+    verdict = ln_vs_he.verdict_from_document(doc)
+    assert verdict.n == 5 and verdict.word in ("holds", "contradicted", "not shown")
