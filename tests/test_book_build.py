@@ -253,3 +253,41 @@ def test_readme_says_pytest_reexecutes_what_the_book_shows():
     readme = (ROOT / "README.md").read_text(encoding="utf8")
     section = readme.split("## Two commands", 1)[1].split("\n## ", 1)[0]
     assert "re-executes every notebook" in textwrap.dedent(section).replace("\n", " ")
+
+
+def test_translated_nodes_do_not_carry_the_build_environment_into_the_doctree():
+    """Nodes parsed from a translated message point to their page, not to the small
+    document of the message (whose settings hold the whole environment: every pickled
+    Chinese doctree used to carry a copy of everything read before it)."""
+    from types import SimpleNamespace
+
+    from docutils import nodes
+    from docutils.utils import new_document
+
+    from layernorm_tutorial.publishing.book_i18n import sphinx_ext
+
+    page, message = new_document("page.md"), new_document("page.md:3:<translated>")
+    paragraph = nodes.paragraph("", "")
+    text = nodes.Text("层归一化")
+    paragraph += text
+    page += paragraph
+    paragraph.document, text.document = message, message  # as Sphinx's Locale leaves them
+    sphinx_ext._reattach_translated_nodes(SimpleNamespace(config=SimpleNamespace(
+        language="en")), page)
+    assert paragraph.document is message  # the English edition is left alone
+    sphinx_ext._reattach_translated_nodes(SimpleNamespace(config=SimpleNamespace(
+        language="zh_CN")), page)
+    assert paragraph.document is page and text.document is page
+
+
+def test_the_chinese_search_splitter_keeps_its_latin_words_in_a_set():
+    from sphinx.search.zh import SearchChinese
+
+    from layernorm_tutorial.publishing.book_i18n import sphinx_ext
+
+    sphinx_ext._chinese_search_terms_as_a_set()
+    splitter = SearchChinese({})
+    assert isinstance(SearchChinese.latin_terms, set)
+    assert "LayerNorm" in splitter.split("层归一化 LayerNorm 与 BN")
+    assert "LayerNorm" in SearchChinese.latin_terms
+    assert splitter.stem("LayerNorm") == splitter.stemmer.stemWord("layernorm")
