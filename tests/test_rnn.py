@@ -245,6 +245,23 @@ def test_bad_arguments_raise_clear_errors():
         rnn.run_sequence(rnn.BatchNormElmanRNNCell(3, 4), torch.randn(1, 2, 3))
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_sizes_follow_the_package_integer_rule(kind):
+    # the library's one rule (_validation.as_int): NumPy integers and 0-d integer tensors
+    # are ints; bools and floats are not (TypeError); a size below 1 is a ValueError
+    cell = rnn.make_cell(kind, np.int64(3), torch.tensor(4))
+    assert (cell.input_size, cell.hidden_size) == (3, 4)
+    assert type(cell.input_size) is int and type(cell.hidden_size) is int
+    assert rnn.run_sequence(cell, _seq(features=3, dtype=torch.float32))[0].shape == (4, 5, 4)
+    for bad in (True, 4.0, "4"):
+        with pytest.raises(TypeError, match="hidden_size must be an int"):
+            rnn.make_cell(kind, 3, bad)
+    with pytest.raises(TypeError, match="input_size must be an int"):
+        rnn.make_cell(kind, 3.0, 4)
+    with pytest.raises(ValueError, match="input_size must be a positive int, got -1"):
+        rnn.make_cell(kind, -1, 4)
+
+
 # ---- experiment helpers used by the book (tiny budgets) ----
 
 def test_unrolled_dynamics_plain_linear_rnn_shrinks_geometrically():

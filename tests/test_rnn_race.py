@@ -89,6 +89,20 @@ def test_cli_refuses_before_any_run(tmp_path, capsys):
     assert "--tiny needs --out" in capsys.readouterr().err
 
 
+def test_cli_tiny_run_writes_a_results_file_with_provenance(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(race, "_train", _fake_train)
+    out = tmp_path / "tiny.json"
+    race_cli.main(["--tiny", "--workers", "1", "--out", str(out)])
+    doc = stored_results.load_results(out)
+    assert doc["command"] == race.COMMAND and doc["config"]["epochs"] == 1
+    assert {r["arm"] for r in doc["runs"]} == {"RNN", "LN-RNN"}
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"{len(doc['runs'])} runs in ") and str(out.resolve()) in printed
+    with pytest.raises(SystemExit):  # the same path again needs --force
+        race_cli.main(["--tiny", "--workers", "1", "--out", str(out)])
+    race_cli.main(["--tiny", "--workers", "1", "--out", str(out), "--force"])
+
+
 def test_stored_results_never_overwrite_without_force(tmp_path):
     doc = stored_results.provenance("cmd", {"a": 1}, 1.23456789)
     doc["x"] = [0.123456789, float("nan")]

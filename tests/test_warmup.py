@@ -81,6 +81,23 @@ def test_bad_arguments_name_the_argument(kwargs, match):
         warmup.early_training_trace(**args)
 
 
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"num_layers": 1.0}, "num_layers must be an int"), ({"steps": True}, "steps must be an int"),
+    ({"probe_steps": 0.5}, "probe_steps must be an int"),
+])
+def test_non_integers_are_type_errors_naming_the_argument(kwargs, match):
+    # the library's one rule (_validation.as_int): floats and bools are not ints
+    args = {"num_layers": 1, "norm_first": True, "steps": 1, **SMALL, **kwargs}
+    with pytest.raises(TypeError, match=match):
+        warmup.early_training_trace(**args)
+
+
+def test_numpy_and_tensor_integers_are_accepted():
+    trace = warmup.early_training_trace(np.int64(2), norm_first=True, steps=torch.tensor(2),
+                                        probe_steps=np.int32(1), **SMALL)
+    assert trace["grad_norm"].shape == (2, 2)
+
+
 def test_traces_over_seeds_needs_a_seed():
     with pytest.raises(ValueError, match="seeds"):
         warmup.traces_over_seeds([], 1, True, steps=1, **SMALL)

@@ -11,7 +11,12 @@ the wall time. This module holds what those commands share:
 - :func:`save_results` / :func:`load_results`: atomic write that never replaces a file unless
   asked (``--force``), and a read that checks the header;
 - :func:`output_path_from_args`: the ``--out``/``--force`` rule of the package's commands,
-  checked before any work starts.
+  checked before any work starts;
+- :func:`results_command`: the whole command around a run (``--out``, ``--force``,
+  ``--workers``, ``--tiny``; refuse before any work, write with provenance, print a summary);
+- :func:`run_jobs`, :func:`default_workers`, :func:`timed`, :func:`check_names`: what the
+  runs behind such commands share (single-threaded jobs in worker processes, wall time,
+  names checked against a table).
 """
 
 from __future__ import annotations
@@ -19,13 +24,23 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from layernorm_tutorial._cli import OutputPathError, check_output_path, write_text_atomically
+from layernorm_tutorial._cli import (
+    OutputPathError,
+    check_output_path,
+    positive_int,
+    write_text_atomically,
+)
 
-__all__ = ["BOOK_DATA", "load_results", "output_path_from_args", "provenance", "round_floats",
-           "save_results"]
+__all__ = ["BOOK_DATA", "check_names", "default_workers", "load_results",
+           "output_path_from_args", "provenance", "results_command", "round_floats",
+           "run_jobs", "save_results", "timed"]
 
 BOOK_DATA = Path(__file__).resolve().parents[3] / "book" / "data"
 HEADER_KEYS = ("command", "versions", "config", "seconds")
@@ -93,3 +108,64 @@ def output_path_from_args(parser: argparse.ArgumentParser, args, default: Path) 
         return check_output_path(out, force=args.force)
     except OutputPathError as err:
         parser.error(str(err))
+
+
+def default_workers() -> int:
+    """Two worker processes on a machine with at least two cores, otherwise one."""
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
+def run_jobs(fn: Callable, jobs: Iterable, workers: int = 1) -> list:
+    """``[fn(job) for job in jobs]``, in order; in ``workers`` processes when ``workers > 1``
+    (``fn`` must then be a module-level function, and sets its own thread count)."""
+    jobs = list(jobs)
+    if workers <= 1:
+        return [fn(job) for job in jobs]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, jobs))
+
+
+def timed(fn: Callable, **kwargs) -> tuple[object, float]:
+    """``(fn(**kwargs), wall seconds)``."""
+    start = time.perf_counter()
+    result = fn(**kwargs)
+    return result, time.perf_counter() - start
+
+
+def check_names(names: Iterable, known, what: str) -> None:
+    """``ValueError`` naming ``what`` and the allowed names for the first of ``names`` that is
+    not in ``known``."""
+    for name in names:
+        if name not in known:
+            raise ValueError(f"{what} must be names from {sorted(known)}, got {name!r}")
+
+
+def results_command(argv, *, prog: str, description: str, default_out: Path, tiny_help: str,
+                    run: Callable[[argparse.Namespace], tuple[dict, str]],
+                    workers: bool = True, digits: int = 5) -> Path:
+    """The package's "run it and store the results" command.
+
+    Options: ``--out PATH`` (default ``default_out``, the book's file), ``--force`` to replace
+    an existing file, ``--workers N`` (if ``workers``; default :func:`default_workers`) and
+    ``--tiny`` (a smoke run; needs ``--out``, so it never writes the book's file). The output
+    path is checked before any work starts; then ``run(args)`` returns ``(doc, summary)``:
+    the document (with its :func:`provenance` header) and a few words on what ran. The
+    document is written with :func:`save_results` (``digits`` significant digits) and
+    ``"<summary>; results written to <path>"`` printed. Returns the path written.
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"results JSON path (default: {default_out})")
+    parser.add_argument("--force", action="store_true", help="replace an existing file")
+    if workers:
+        parser.add_argument("--workers", type=positive_int, default=default_workers(),
+                            help="worker processes, each single-threaded (>= 1)")
+    parser.add_argument("--tiny", action="store_true", help=f"{tiny_help}; requires --out")
+    args = parser.parse_args(argv)
+    if args.tiny and args.out is None:
+        parser.error("--tiny needs --out: a smoke run never writes the book's results file")
+    out = output_path_from_args(parser, args, default_out)
+    doc, summary = run(args)
+    path = save_results(doc, out, overwrite=args.force, digits=digits)
+    print(f"{summary}; results written to {path.resolve()}")
+    return path

@@ -29,12 +29,10 @@ paired_verdict` with ``THRESHOLD`` nats, fixed here before the runs.
 from __future__ import annotations
 
 import math
-import os
-import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from layernorm_tutorial.lab.common import stored_results
 from layernorm_tutorial.lab.common.stored_results import BOOK_DATA, provenance
 from layernorm_tutorial.lab.common.verdict import Verdict, paired_verdict
 from layernorm_tutorial.lab.residual.experiments import warmup_factor
@@ -106,16 +104,9 @@ def run_sweep(*, seeds=SEEDS, depths=DEPTHS, schedules=tuple(SCHEDULES),
     The schedules experiment uses ``schedule_layers`` blocks; the depth experiment reuses its
     "no warm-up" runs at that depth and adds the other ``depths``.
     """
-    for name in schedules:
-        if name not in SCHEDULES:
-            raise ValueError(f"schedules must be names from {sorted(SCHEDULES)}, got {name!r}")
+    stored_results.check_names(schedules, SCHEDULES, "schedules")
     jobs = _jobs(seeds, depths, schedules, schedule_layers)
-    if workers <= 1:
-        runs = [_trace(j) for j in jobs]
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            runs = list(pool.map(_trace, jobs))
-    return {"runs": runs}
+    return {"runs": stored_results.run_jobs(_trace, jobs, workers)}
 
 
 def build_document(sweep: dict, seconds: float | None, seeds=SEEDS) -> dict:
@@ -158,13 +149,3 @@ def verdict(claimed: np.ndarray, baseline: np.ndarray, claim: str = "") -> Verdi
 
 def chance_loss() -> float:
     return math.log(VOCAB_SIZE)
-
-
-def default_workers() -> int:
-    return 2 if (os.cpu_count() or 1) >= 2 else 1
-
-
-def timed_sweep(**kwargs) -> tuple[dict, float]:
-    start = time.perf_counter()
-    sweep = run_sweep(**kwargs)
-    return sweep, time.perf_counter() - start

@@ -27,18 +27,13 @@ import numpy as np
 import torch
 import torch.nn.functional as torch_functional
 
+from layernorm_tutorial._validation import as_int
 from layernorm_tutorial.lab.common.transformer import TokenTransformer
 from layernorm_tutorial.lab.residual.experiments import reverse_task_batch, warmup_factor
 
 __all__ = ["TRACE_KEYS", "early_training_trace", "traces_over_seeds"]
 
 TRACE_KEYS = ("grad_norm", "update_ratio", "loss", "lr", "output_change")
-
-
-def _check_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
 
 
 def early_training_trace(num_layers: int, norm_first: bool, *, steps: int = 20,
@@ -54,13 +49,12 @@ def early_training_trace(num_layers: int, norm_first: bool, *, steps: int = 20,
     held-out batch of 512 sequences after training (chance: ``1 / vocab_size``).
     Step ``t = 0`` is at initialization: ``grad_norm[0]`` is the gradient of the untrained model.
     """
-    num_layers = _check_positive_int(num_layers, "num_layers")
-    steps = _check_positive_int(steps, "steps")
+    num_layers = as_int(num_layers, "num_layers", minimum=1, error=ValueError)
+    steps = as_int(steps, "steps", minimum=1, error=ValueError)
     if not lr > 0:
         raise ValueError(f"lr must be positive, got {lr!r}")
     warmup_factor(0, warmup_steps)  # validates warmup_steps
-    if isinstance(probe_steps, bool) or not isinstance(probe_steps, int) or probe_steps < 0:
-        raise ValueError(f"probe_steps must be an int >= 0, got {probe_steps!r}")
+    probe_steps = as_int(probe_steps, "probe_steps", minimum=0, error=ValueError)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # parameter initialization only; restored on exit
         model = TokenTransformer(vocab_size, vocab_size, seq_len, num_layers, d_model, nhead,

@@ -34,6 +34,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from layernorm_tutorial._validation import as_int
 from layernorm_tutorial.functional import layer_norm_forward
 from layernorm_tutorial.lab.ln_vs_bn.per_step_batch_norm import PerStepBatchNorm
 
@@ -63,10 +64,11 @@ def _nonlinearity(name: str):
     return _NONLINEARITIES[name]
 
 
-def _check_sizes(input_size: int, hidden_size: int) -> None:
-    for name, value in (("input_size", input_size), ("hidden_size", hidden_size)):
-        if not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+def _check_sizes(input_size: int, hidden_size: int) -> tuple[int, int]:
+    """Both sizes as Python ints by the package's rule (:func:`~layernorm_tutorial._validation.
+    as_int`): not an int -> TypeError, not positive -> ValueError, naming the argument."""
+    return (as_int(input_size, "input_size", minimum=1, error=ValueError),
+            as_int(hidden_size, "hidden_size", minimum=1, error=ValueError))
 
 
 def _check_step_input(cell: nn.Module, x_t: Tensor) -> None:
@@ -108,8 +110,8 @@ class ElmanRNNCell(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh"):
         super().__init__()
-        _check_sizes(input_size, hidden_size)
-        self.input_size, self.hidden_size = input_size, hidden_size
+        self.input_size, self.hidden_size = _check_sizes(input_size, hidden_size)
+        input_size, hidden_size = self.input_size, self.hidden_size
         self.nonlinearity = nonlinearity
         self._f = _nonlinearity(nonlinearity)
         self.weight_xh = nn.Parameter(torch.empty(hidden_size, input_size))
@@ -184,7 +186,7 @@ class BatchNormElmanRNNCell(ElmanRNNCell):
                  max_steps: int = 256, on_unseen_step: str = "error", eps: float = 1e-5,
                  momentum: float = 0.1):
         super().__init__(input_size, hidden_size, nonlinearity)  # no bias: BN has one
-        self.norm = PerStepBatchNorm(hidden_size, max_steps, eps, momentum,
+        self.norm = PerStepBatchNorm(self.hidden_size, max_steps, eps, momentum,
                                      on_unseen_step=on_unseen_step)
 
     def _init_bias(self) -> None:
@@ -210,8 +212,8 @@ class LSTMCell(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
-        _check_sizes(input_size, hidden_size)
-        self.input_size, self.hidden_size = input_size, hidden_size
+        self.input_size, self.hidden_size = _check_sizes(input_size, hidden_size)
+        input_size, hidden_size = self.input_size, self.hidden_size
         self.weight_ih = nn.Parameter(torch.empty(4 * hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size))
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))

@@ -28,12 +28,10 @@ The rule (:mod:`layernorm_tutorial.lab.common.verdict`):
 from __future__ import annotations
 
 import math
-import os
-import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from layernorm_tutorial.lab.common import stored_results
 from layernorm_tutorial.lab.common.stored_results import BOOK_DATA, provenance
 from layernorm_tutorial.lab.common.verdict import Verdict, paired_verdict, seed_plan
 
@@ -75,10 +73,7 @@ def _train(job: tuple) -> dict:
 
 
 def _run_jobs(jobs: list, workers: int) -> list:
-    if workers <= 1:
-        return [_train(job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_train, jobs))
+    return stored_results.run_jobs(_train, jobs, workers)
 
 
 def select_lr(runs: list, arm: str) -> float:
@@ -112,9 +107,7 @@ def run_race(*, arms=tuple(ARMS), epochs: int = EPOCHS, lr_grid=LR_GRID,
     "seed", "role" ("tuning" or "reported"), "train_loss" (per epoch), "test_accuracy"
     (held-out accuracy after each epoch)}``.
     """
-    for arm in arms:
-        if arm not in ARMS:
-            raise ValueError(f"arms must be names from {sorted(ARMS)}, got {arm!r}")
+    stored_results.check_names(arms, ARMS, "arms")
     runs = _run_jobs([(a, lr, s, "tuning", epochs) for a in arms for lr in lr_grid
                       for s in tuning_seeds], workers)
     for _ in range(grid_extensions):
@@ -168,17 +161,6 @@ def verdicts(doc: dict, epoch: int, comparisons=COMPARISONS,
     return {(a, b): paired_verdict(table[a], table[b], threshold=threshold,
                                    claim=f"{a} beats {b} after {epoch} epoch(s)")
             for a, b in comparisons}
-
-
-def default_workers() -> int:
-    """Two worker processes on a machine with at least two cores, otherwise one."""
-    return 2 if (os.cpu_count() or 1) >= 2 else 1
-
-
-def timed_race(**kwargs) -> tuple[dict, float]:
-    start = time.perf_counter()
-    race = run_race(**kwargs)
-    return race, time.perf_counter() - start
 
 
 def mean_curves(doc: dict) -> dict[str, dict[str, list[float]]]:
