@@ -95,3 +95,21 @@ def test_input_probe_sees_the_skip_path_and_the_remixing():
         experiments.input_probe_by_depth(width=16, n_fit=10)
     with pytest.raises(ValueError, match="architecture"):
         experiments.input_probe_by_depth(architecture="dense")
+
+
+def test_reverse_task_steps_reports_every_loss_and_stops_when_asked():
+    import torch
+
+    from layernorm_tutorial.lab.common.transformer import TokenTransformer
+
+    torch.manual_seed(0)
+    model = TokenTransformer(5, 5, 4, 1, 8, 2, 16, norm_first=True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    seen = []
+    losses = experiments.reverse_task_steps(
+        model, optimizer, schedule, steps=10, batch_size=4, seq_len=4, vocab_size=5,
+        generator=torch.Generator().manual_seed(1),
+        after_step=lambda loss: seen.append(loss) or len(seen) == 3)
+    assert losses == seen and len(losses) == 3 and all(np.isfinite(losses))
+    assert schedule.last_epoch == 3  # the schedule stepped once per optimizer step

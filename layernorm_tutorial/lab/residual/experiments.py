@@ -24,6 +24,7 @@ __all__ = [
     "residual_stack_at_init",
     "residual_variance_by_depth",
     "reverse_task_batch",
+    "reverse_task_steps",
     "stack_output_spread",
     "train_reverse_task",
     "warmup_factor",
@@ -182,6 +183,31 @@ def warmup_factor(step: int, warmup_steps: int) -> float:
     return 1.0 if warmup_steps == 0 else min(1.0, (step + 1) / warmup_steps)
 
 
+def reverse_task_steps(model: torch.nn.Module, optimizer, schedule, *, steps: int,
+                       batch_size: int, seq_len: int, vocab_size: int,
+                       generator: torch.Generator, after_step=None) -> list[float]:
+    """The training loop of the book's toy runs: ``steps`` optimizer steps on the reverse task.
+
+    Each step draws a fresh batch ``(batch_size, seq_len)`` from ``generator``
+    (:func:`reverse_task_batch`), takes the mean cross-entropy of the logits
+    ``(batch_size, seq_len, vocab_size)``, steps ``optimizer`` and then ``schedule`` (a
+    ``torch.optim.lr_scheduler``). ``after_step(loss)``, if given, is called after each step
+    with that step's loss; a true return value stops the loop. Returns the losses, one a step.
+    """
+    losses = []
+    for _ in range(steps):
+        tokens, targets = reverse_task_batch(batch_size, seq_len, vocab_size, generator)
+        loss = TF.cross_entropy(model(tokens).reshape(-1, vocab_size), targets.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        losses.append(float(loss.detach()))
+        if after_step is not None and after_step(losses[-1]):
+            break
+    return losses
+
+
 def train_reverse_task(num_layers: int, norm_first: bool, steps: int = 100, lr: float = 1e-3,
                        warmup_steps: int = 0, d_model: int = 32, nhead: int = 2,
                        dim_feedforward: int = 64, seq_len: int = 8, vocab_size: int = 16,
@@ -199,16 +225,10 @@ def train_reverse_task(num_layers: int, norm_first: bool, steps: int = 100, lr: 
         optimizer = torch.optim.Adam(model.parameters(), lr=lr, fused=True)  # fewer kernel calls
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: warmup_factor(step, warmup_steps))
-        g = torch.Generator().manual_seed(seed + 1)
-        losses = []
-        for _ in range(steps):
-            tokens, targets = reverse_task_batch(batch_size, seq_len, vocab_size, g)
-            loss = TF.cross_entropy(model(tokens).reshape(-1, vocab_size), targets.reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            losses.append(float(loss.detach()))
+        losses = reverse_task_steps(model, optimizer, schedule, steps=steps,
+                                    batch_size=batch_size, seq_len=seq_len,
+                                    vocab_size=vocab_size,
+                                    generator=torch.Generator().manual_seed(seed + 1))
         tokens, targets = reverse_task_batch(512, seq_len, vocab_size,
                                              torch.Generator().manual_seed(seed + 10_000))
         with torch.no_grad():
