@@ -67,27 +67,17 @@ def check_output_path(path: str | os.PathLike, *, force: bool = False,
 
 
 def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` (folders created) via a temporary file and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # same folder: same disk
-    try:
-        with open(temporary, "x", newline="") as f:  # "x": never an existing file
-            f.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    return path
+    """Write ``text`` (UTF-8, newlines as given) to ``path`` via a temporary file and a rename."""
+    return write_bytes_atomically(path, text.encode("utf-8"))
 
 
 def write_bytes_atomically(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` (folders created) via a temporary file and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # same folder: same disk
     try:
-        with open(temporary, "xb") as f:
+        with open(temporary, "xb") as f:  # "x": never an existing file
             f.write(data)
         os.replace(temporary, path)
     except BaseException:

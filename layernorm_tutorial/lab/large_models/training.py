@@ -13,11 +13,14 @@ import math
 
 import numpy as np
 import torch
-import torch.nn.functional as TF
 from torch import nn
 
 from layernorm_tutorial._seeding import seeded
-from layernorm_tutorial.lab.residual.experiments import reverse_task_batch, warmup_factor
+from layernorm_tutorial.lab.residual.experiments import (
+    reverse_task_batch,
+    reverse_task_steps,
+    warmup_factor,
+)
 
 __all__ = ["train_toy", "evaluate_accuracy", "DIVERGED_LOSS"]
 
@@ -56,19 +59,16 @@ def train_toy(make_model, *, steps: int, lr: float, seed: int, warmup_steps: int
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: warmup_factor(step, warmup_steps))
         g = torch.Generator().manual_seed(seed + 1)
-        losses, probes = [], []
-        for _ in range(steps):
-            tokens, targets = reverse_task_batch(batch_size, seq_len, vocab_size, g)
-            loss = TF.cross_entropy(model(tokens).reshape(-1, vocab_size), targets.reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            losses.append(float(loss.detach()))
+        probes = []
+
+        def after_step(loss: float) -> bool:  # collect the probe; stop once the run blew up
             if probe is not None:
                 probes.append(probe(model))
-            if not math.isfinite(losses[-1]):
-                break
+            return not math.isfinite(loss)
+
+        losses = reverse_task_steps(model, optimizer, schedule, steps=steps,
+                                    batch_size=batch_size, seq_len=seq_len,
+                                    vocab_size=vocab_size, generator=g, after_step=after_step)
         accuracy = evaluate_accuracy(model, seq_len, vocab_size, seed)
     tail = losses[-5:]
     final = float(np.mean(tail)) if all(math.isfinite(v) for v in tail) else math.inf
