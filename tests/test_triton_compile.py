@@ -34,28 +34,35 @@ def _fresh_jobs():
     """Every distinct code path, kept small enough for a CPU test run."""
     jobs = []
     for kernel in ("forward", "backward"):
-        configs = aot.launch_configs(kernel)
-        full = [c for c in configs if c.has_weight and c.has_bias
-                and (kernel == "forward" or c.compute_dw)]
-        largest = max(c.block_n for c in configs)
-        # every num_warps value at its smallest and largest block, both row paths, the
-        # first aligned block, weight and bias on: sm_90, bf16 (the stored table has all)
-        by_warps = {}
-        for c in full:
-            by_warps.setdefault(c.num_warps, []).append(c.block_n)
-        ends = {(w, min(b)) for w, b in by_warps.items()} | {(w, max(b)) for w, b in
-                                                            by_warps.items()}
-        jobs += [(kernel, "sm_90", "bf16", c) for c in full
-                 if (c.num_warps, c.block_n) in ends or c.block_n == 16]
-        # the largest blocks (most registers per thread), both row paths, everywhere
-        jobs += [(kernel, t, d, c) for c in full if c.block_n == largest
-                 for t in aot.TARGETS for d in aot.DTYPES if (t, d) != ("sm_90", "bf16")]
-        # every weight/bias variant on the largest row-resident block
+        for dtype in aot.DTYPES:
+            configs = aot.launch_configs(kernel, dtype)
+            full = [c for c in configs if c.has_weight and c.has_bias
+                    and (kernel == "forward" or c.compute_dw)]
+            if dtype == "bf16":
+                # sm_90: the largest block of every (warps, rows, split, path), and the first
+                # aligned block
+                last = {}
+                for c in full:
+                    last[(c.num_warps, c.rows, c.split, c.row_fits_block)] = c
+                jobs += [(kernel, "sm_90", dtype, c) for c in full
+                         if c in last.values() or c.block_n == 16]
+            # the largest resident block (most registers per thread) and the chunked path,
+            # on every target
+            largest = max(c.block_n for c in full if c.row_fits_block)
+            jobs += [(kernel, t, dtype, c) for c in full
+                     if (c.block_n == largest and c.row_fits_block) or not c.row_fits_block
+                     for t in aot.TARGETS if (t, dtype) != ("sm_90", "bf16")]
+        # every weight/bias variant on the largest row-resident float32 block
+        configs = aot.launch_configs(kernel, "fp32")
+        largest = max(c.block_n for c in configs if c.row_fits_block)
         jobs += [(kernel, "sm_90", "fp32", c) for c in configs
-                 if c.block_n == largest and c.row_fits_block and c not in full]
-    (reduce_config,) = aot.launch_configs("reduce")
-    jobs += [("reduce", t, d, reduce_config) for t in aot.TARGETS for d in aot.DTYPES]
-    return jobs
+                 if c.block_n == largest and c.row_fits_block
+                 and not (c.has_weight and c.has_bias and (kernel == "forward" or c.compute_dw))]
+    reduce = aot.launch_configs("reduce")
+    jobs += [("reduce", "sm_90", "bf16", c) for c in reduce]
+    jobs += [("reduce", t, d, reduce[0]) for t in aot.TARGETS for d in aot.DTYPES
+             if (t, d) != ("sm_90", "bf16")]
+    return list(dict.fromkeys(jobs))
 
 
 # A configuration ops no longer launches because it spills (the backward with a 16384-lane
@@ -84,17 +91,23 @@ def stored():
 
 
 def test_launch_configs_follow_ops_heuristics():
-    triples = aot.launch_triples("forward")
-    for n in (1, 17, 1000, 4099, ops.MAX_BLOCK_N, ops.MAX_BLOCK_N + 1, 10 ** 6):
-        assert ops.launch_config(n, ops.MAX_BLOCK_N) in triples
-    chunk = min(ops.MAX_BLOCK_N, ops.CHUNK_BLOCK_N)
-    assert (chunk, ops.num_warps_for(chunk), False) in triples
-    assert {fits for *_, fits in triples} == {True, False}
-    backward = aot.launch_triples("backward")
-    assert max(b for b, _, _ in backward) == ops.MAX_BLOCK_N_BACKWARD
-    assert {fits for *_, fits in backward} == {True, False}
+    for dtype, size in (("fp32", 4), ("bf16", 2)):
+        triples = aot.launch_triples("forward", dtype)
+        for n in (1, 17, 1000, 4099, ops.MAX_BLOCK_N, ops.MAX_BLOCK_N + 1, 10 ** 6):
+            assert ops.launch_config(n, ops.MAX_BLOCK_N, "forward", size) in triples
+        assert {fits for *_, fits in triples} == {True, False}
+        backward = aot.launch_triples("backward", dtype)
+        for n in (1, 1000, 8192, 8193, 16384, 16385, 10 ** 6):
+            assert ops.launch_config(n, ops.MAX_BLOCK_N_BACKWARD, "backward", size) in backward
+        resident = max(b for b, _, _, _, fits in backward if fits)
+        assert resident * size == ops.BACKWARD_RESIDENT_BYTES
+        assert {fits for *_, fits in backward} == {True, False}
+        assert all(w <= ops.MAX_WARPS_BACKWARD for _, w, _, _, fits in backward if fits)
+    assert {split for *_, split, _ in aot.launch_triples("backward", "bf16")} == {1, 2}
     flags = {(c.has_weight, c.compute_dw, c.has_bias) for c in aot.launch_configs("backward")}
     assert len(flags) == 6 and (False, True, True) not in flags  # no dgamma without gamma
+    reduce_flags = {(c.compute_dw, c.has_bias) for c in aot.launch_configs("reduce")}
+    assert reduce_flags == {(True, True), (True, False), (False, True)}
 
 
 def test_every_fresh_configuration_compiles_without_spills(fresh):

@@ -316,13 +316,15 @@ def full_grid() -> list[tuple[str, str, str, Config]]:
 
 
 def compile_in_subprocess(jobs, *, cache_dir: str | os.PathLike | None = None,
-                          timeout: float = 1800.0) -> list[dict]:
+                          timeout: float | None = None) -> list[dict]:
     """Reports for ``jobs``, in order, computed in a fresh Python process that defines the
     kernels for Triton's compiler.
 
     A job is ``(kernel, target, dtype, config)`` (``compile_report``) or a dict of the
     keyword arguments of ``compile_function_report``. ``cache_dir`` becomes that process's
-    ``TRITON_CACHE_DIR`` (default: Triton's own)."""
+    ``TRITON_CACHE_DIR`` (default: Triton's own). ``timeout`` (seconds) defaults to 30 per
+    job, at least 1800: a busy shared CPU can take many seconds per configuration."""
+    timeout = timeout if timeout is not None else max(1800.0, 30.0 * len(jobs))
     jobs = [job if isinstance(job, dict) else
             dict(kernel=job[0], target=job[1], dtype=job[2], config=dataclasses.asdict(job[3]))
             for job in jobs]

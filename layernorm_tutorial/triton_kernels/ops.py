@@ -34,11 +34,12 @@ CHUNK_BLOCK_N = 8192  # rows longer than the cap are walked in chunks of at most
 # elements (bytes in flight, see ``roofline``).
 FORWARD_TILE, BACKWARD_TILE = 4096, 4096
 MAX_ROWS = 16
-# Warps. Forward: 4, or 8 when a tile holds over 32 KiB of input (float32 rows of 16384:
-# with 4 warps they spill); on an H100 (tune.json) 8 or 16 warps were not faster for the
-# others. Backward: 8 for tiles of one or two rows of at least 4096 elements, else 4; 16 on
-# the chunked path.
-FORWARD_WARPS, FORWARD_BYTES_PER_WARP_STEP = 4, 8192
+# Warps. Forward: 4, and 8 for rows of 16384 (with 4 warps they spill: 744 B per thread in
+# 16-bit on sm_90, more in float32). On an H100 (tune.json) 8 or 16 warps were not faster for
+# the shorter rows; for 16-bit rows of 16384 the spilling 4-warp version was about 15% faster.
+# Backward: 8 for tiles of one or two rows of at least 4096 elements, else 4; 16 on the
+# chunked path.
+FORWARD_WARPS, FORWARD_LONG_ROW = 4, 16384
 MAX_WARPS = 8
 MAX_WARPS_BACKWARD, LONG_ROW_WARPS = 8, 16
 BACKWARD_PROGRAMS_PER_SM = 2  # at most: more programs mean more partial rows to write/read
@@ -81,8 +82,7 @@ def launch_config(n: int, max_block_n: int, kernel: str = "forward",
     tile = rows * block_n
     split = 2 if kernel == "backward" and fits and block_n > SPLIT_ABOVE else 1
     if kernel == "forward":
-        warps = min(max(FORWARD_WARPS, tile * element_size // FORWARD_BYTES_PER_WARP_STEP),
-                    MAX_WARPS)
+        warps = MAX_WARPS if block_n >= FORWARD_LONG_ROW else FORWARD_WARPS
     elif not fits:
         warps = LONG_ROW_WARPS
     else:
