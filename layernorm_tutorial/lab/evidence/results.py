@@ -11,12 +11,12 @@ so the file stays small; a re-run is compared after the same rounding.
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 from pathlib import Path
 
 from layernorm_tutorial._cli import write_text_atomically
+from layernorm_tutorial.lab.common.stored_results import round_floats
 from layernorm_tutorial.lab.evidence.data import (
     SPLIT_SEED,
     TEST_FRACTION,
@@ -54,16 +54,6 @@ FINAL_KEYS = {"train_loss", "train_acc", "val_loss", "val_acc", "test_loss", "te
 CURVE_KEYS = {"step", "train_loss", "val_acc", "test_acc"}
 
 
-def round_floats(obj, digits: int = DIGITS):
-    """Round every float in a nested structure to ``digits`` significant digits; non-finite
-    floats become ``None`` (JSON has no NaN)."""
-    if isinstance(obj, float):
-        return float(f"{obj:.{digits}g}") if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: round_floats(v, digits) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [round_floats(v, digits) for v in obj]
-    return obj
 
 
 def _versions() -> dict:
