@@ -14,7 +14,7 @@ the wall time. This module holds what those commands share:
   checked before any work starts;
 - :func:`results_command`: the whole command around a run (``--out``, ``--force``,
   ``--workers``, ``--tiny``; refuse before any work, write with provenance, print a summary);
-- :func:`run_jobs`, :func:`default_workers`, :func:`timed`, :func:`check_names`: what the
+- :func:`run_jobs`, :func:`default_workers`, :func:`timed`, :func:`require_known_names`: what the
   runs behind such commands share (single-threaded jobs in worker processes, wall time,
   names checked against a table).
 """
@@ -38,7 +38,7 @@ from layernorm_tutorial._cli import (
     write_text_atomically,
 )
 
-__all__ = ["BOOK_DATA", "check_names", "default_workers", "load_results",
+__all__ = ["BOOK_DATA", "require_known_names", "default_workers", "load_results",
            "output_path_from_args", "provenance", "results_command", "round_floats",
            "run_jobs", "save_results", "timed"]
 
@@ -132,7 +132,7 @@ def timed(fn: Callable, **kwargs) -> tuple[object, float]:
     return result, time.perf_counter() - start
 
 
-def check_names(names: Iterable, known, what: str) -> None:
+def require_known_names(names: Iterable, known, what: str) -> None:
     """``ValueError`` naming ``what`` and the allowed names for the first of ``names`` that is
     not in ``known``."""
     for name in names:

@@ -104,7 +104,7 @@ def run_sweep(*, seeds=SEEDS, depths=DEPTHS, schedules=tuple(SCHEDULES),
     The schedules experiment uses ``schedule_layers`` blocks; the depth experiment reuses its
     "no warm-up" runs at that depth and adds the other ``depths``.
     """
-    stored_results.check_names(schedules, SCHEDULES, "schedules")
+    stored_results.require_known_names(schedules, SCHEDULES, "schedules")
     jobs = _jobs(seeds, depths, schedules, schedule_layers)
     return {"runs": stored_results.run_jobs(_trace, jobs, workers)}
 

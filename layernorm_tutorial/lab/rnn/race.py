@@ -107,7 +107,7 @@ def run_race(*, arms=tuple(ARMS), epochs: int = EPOCHS, lr_grid=LR_GRID,
     "seed", "role" ("tuning" or "reported"), "train_loss" (per epoch), "test_accuracy"
     (held-out accuracy after each epoch)}``.
     """
-    stored_results.check_names(arms, ARMS, "arms")
+    stored_results.require_known_names(arms, ARMS, "arms")
     runs = _run_jobs([(a, lr, s, "tuning", epochs) for a in arms for lr in lr_grid
                       for s in tuning_seeds], workers)
     for _ in range(grid_extensions):
