@@ -3,8 +3,9 @@
 A reader's solution may return None (a forgotten ``return``), something that is not numbers,
 or an array of the wrong shape. Each checker must answer with a failed CheckResult and one
 sentence saying so, never a traceback from inside the checker. The checkers are found by
-scanning ``layernorm_tutorial/lab`` for public ``check_*`` functions, so a new checker is
-tested without being listed here.
+scanning the lab's exercise modules (``exercises.py`` and ``*_exercises.py``, where the lab
+keeps every checker) for public ``check_*`` functions, so a new checker is tested without
+being listed here.
 """
 
 import ast
@@ -25,9 +26,9 @@ NONE_SENTENCE = "your function `reader` returned None: did you forget `return`?"
 
 
 def _public_checkers() -> dict:
-    """``{"module.check_name": function}`` for every public module-level ``check_*`` in lab."""
+    """``{"module.check_name": function}``: every public ``check_*`` of the exercise modules."""
     found = {}
-    for path in sorted(LAB.rglob("*.py")):
+    for path in sorted(LAB.rglob("*exercises.py")):
         tree = ast.parse(path.read_text())
         names = [node.name for node in tree.body
                  if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")]
