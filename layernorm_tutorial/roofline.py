@@ -84,7 +84,7 @@ GPU_SPECS = {
     "sm_80": dict(gpu="A100 80GB SXM", peak_gbps=2039.0, multiprocessors=108),
     "sm_90": dict(gpu="H100 80GB SXM", peak_gbps=3350.0, multiprocessors=132),
 }
-# Measured on the H100 lent to this project (book/data/gpu_tune_h100.json, tune.py): one
+# Measured on the H100 lent to this project (book/data/gpu_tune_h100.json, kernel_tune.py): one
 # dependent global load took 357 ns over a 1 GiB array (DRAM) and 149 ns over 8 MiB (L2),
 # a single thread chasing pointers, so without load. Under load the latency grows (queues
 # in the memory system); the model takes twice the unloaded value as its default, and the

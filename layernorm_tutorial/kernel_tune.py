@@ -1,7 +1,7 @@
-"""Measure on a CUDA GPU what the launch rules in ``ops`` assume: memory latency, and the
-time of each candidate launch configuration (correctness checked first).
+"""Measure on a CUDA GPU what the launch rules in ``triton_kernels.ops`` assume: memory
+latency, and the time of each candidate launch configuration (correctness checked first).
 
-Run ``python -m layernorm_tutorial.triton_kernels.tune --out PATH`` on a machine with a GPU.
+Run ``python -m layernorm_tutorial.kernel_tune --out PATH`` on a machine with a GPU.
 It writes one JSON file:
 
 - ``latency_ns``: the latency of one dependent global load, from a pointer chase (one
@@ -10,7 +10,7 @@ It writes one JSON file:
   it (``l2``). This is the latency Little's law needs (``roofline``), measured without load;
 - ``configs``: for M = 4096 rows and each N and dtype, the forward and backward time of every
   candidate ``(BLOCK_N, num_warps, ROWS)`` and programs per multiprocessor, its effective
-  bandwidth (``bench.bytes_moved``), the programs per multiprocessor the compiled kernel
+  bandwidth (``roofline.ideal_bytes``), the programs per multiprocessor the compiled kernel
   allows, and its largest error against torch in float32 on fresh random inputs (outputs
   poisoned with NaN first, so an unwritten element fails).
 """
@@ -24,8 +24,8 @@ import sys
 
 import torch
 
-from .._cli import OutputPathError, check_output_path, write_text_atomically
-from . import ops
+from ._cli import OutputPathError, check_output_path, write_text_atomically
+from .triton_kernels import ops
 
 M = 4096
 NS = (1024, 2048, 4096, 8192, 16384)
@@ -98,7 +98,7 @@ def _time_graph(fn) -> float:
 
 def sweep(ns=NS, dtypes=("bf16", "fp32"), progress=None) -> list[dict]:
     """Time and check every candidate configuration (see the module docstring)."""
-    from ..bench import bytes_moved
+    from .roofline import ideal_bytes
 
     results = []
     say = progress or (lambda _m: None)
@@ -117,7 +117,7 @@ def sweep(ns=NS, dtypes=("bf16", "fp32"), progress=None) -> list[dict]:
             grads_ref = torch.autograd.grad(
                 torch.nn.functional.layer_norm(xr, (n,), wr, br), (xr, wr, br), dy.float())
             for kernel in ("forward", "backward"):
-                nbytes = bytes_moved(M, n, dtype, "fwd" if kernel == "forward" else "bwd")
+                nbytes = ideal_bytes(M, n, dtype.itemsize, "fwd" if kernel == "forward" else "bwd")
                 for config, per_sm in _candidates(n, kernel):
                     row = dict(kernel=kernel, n=n, dtype=name, block_n=config[0],
                                num_warps=config[1], rows=config[2], split=config[3],
@@ -167,7 +167,7 @@ def _resident(dy, x, w, mean, rstd, dx, config) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.triton_kernels.tune",
+    parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.kernel_tune",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
