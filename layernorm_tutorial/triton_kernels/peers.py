@@ -19,6 +19,7 @@ message, not skipped.
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import numpy as np
 import torch
@@ -66,7 +67,10 @@ def _inputs(n: int, dtype: torch.dtype, seed: int):
 
 
 def _liger(x, w, b):
-    from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+    with warnings.catch_warnings():  # liger's imports pull in tqdm.auto, which warns (with a
+        # site-packages path) outside a widget-enabled Jupyter; the warning says nothing here
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        from liger_kernel.ops.layer_norm import LigerLayerNormFunction
 
     return LigerLayerNormFunction.apply(x, w, b, EPS)
 
