@@ -7,7 +7,9 @@ that made it, the versions of Python, torch, NumPy and this package, the configu
 the wall time. This module holds what those commands share:
 
 - :func:`round_floats`: floats to a few significant digits (small files, stable diffs);
-- :func:`provenance`: the header every file starts with;
+- :func:`provenance`: the header every file starts with, including the numerics path that
+  produced it (:func:`~layernorm_tutorial.lab.common.numerics_paths.machine_info`: CPU model,
+  torch's CPU capability, MKL/oneDNN versions, threads, date, commit);
 - :func:`save_results` / :func:`load_results`: atomic write that never replaces a file unless
   asked (``--force``), and a read that checks the header;
 - :func:`output_path_from_args`: the ``--out``/``--force`` rule of the package's commands,
@@ -15,8 +17,8 @@ the wall time. This module holds what those commands share:
 - :func:`results_command`: the whole command around a run (``--out``, ``--force``,
   ``--workers``, ``--tiny``; refuse before any work, write with provenance, print a summary);
 - :func:`run_jobs`, :func:`default_workers`, :func:`timed`, :func:`require_known_names`: what the
-  runs behind such commands share (single-threaded jobs in worker processes, wall time,
-  names checked against a table).
+  runs behind such commands share (single-threaded jobs in worker processes with a progress bar
+  and the time left, wall time, names checked against a table).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ import json
 import math
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from layernorm_tutorial._cli import (
@@ -37,6 +40,7 @@ from layernorm_tutorial._cli import (
     positive_int,
     write_text_atomically,
 )
+from layernorm_tutorial.lab.common.numerics_paths import machine_info
 
 __all__ = ["BOOK_DATA", "require_known_names", "default_workers", "load_results",
            "output_path_from_args", "provenance", "results_command", "round_floats",
@@ -59,7 +63,8 @@ def round_floats(obj, digits: int = 5):
 
 
 def provenance(command: str, config: dict, seconds: float | None) -> dict:
-    """The header of a results file: ``command``, ``versions``, ``config``, ``seconds``."""
+    """The header of a results file: ``command``, ``versions``, ``config``, ``seconds`` and
+    ``machine`` (the numerics path: :func:`~.numerics_paths.machine_info`)."""
     import numpy
     import torch
 
@@ -67,7 +72,8 @@ def provenance(command: str, config: dict, seconds: float | None) -> dict:
 
     versions = {"layernorm_tutorial": __version__, "torch": torch.__version__,
                 "numpy": numpy.__version__, "python": platform.python_version()}
-    return {"command": command, "versions": versions, "config": config, "seconds": seconds}
+    return {"command": command, "versions": versions, "config": config, "seconds": seconds,
+            "machine": machine_info()}
 
 
 def save_results(doc: dict, path: str | Path, *, overwrite: bool = False,
@@ -115,14 +121,50 @@ def default_workers() -> int:
     return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
-def run_jobs(fn: Callable, jobs: Iterable, workers: int = 1) -> list:
+def _show_progress(progress: bool | None) -> bool:
+    """A bar on the terminal of a command; none inside a notebook's kernel (its stored
+    outputs must not change) unless asked."""
+    if progress is not None:
+        return bool(progress)
+    return "ipykernel" not in sys.modules
+
+
+def run_jobs(fn: Callable, jobs: Iterable, workers: int = 1, *, desc: str | None = None,
+             progress: bool | None = None) -> list:
     """``[fn(job) for job in jobs]``, in order; in ``workers`` processes when ``workers > 1``
-    (``fn`` must then be a module-level function, and sets its own thread count)."""
+    (``fn`` must then be a module-level function, and sets its own thread count).
+
+    A tqdm bar (on stderr) counts finished jobs and estimates the time left; its postfix
+    names the worker processes. It is shown by default except inside a notebook kernel
+    (``progress=True``/``False`` decides).
+    """
     jobs = list(jobs)
-    if workers <= 1:
-        return [fn(job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(fn, jobs))
+    bar = None
+    if _show_progress(progress) and jobs:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(jobs), desc=desc or getattr(fn, "__name__", "jobs"), unit="job",
+                   file=sys.stderr, dynamic_ncols=True)
+        bar.set_postfix_str(f"{max(1, workers)} worker{'s' if workers > 1 else ''}")
+    try:
+        if workers <= 1:
+            results = []
+            for job in jobs:
+                results.append(fn(job))
+                if bar is not None:
+                    bar.update(1)
+            return results
+        results = [None] * len(jobs)
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(fn, job): k for k, job in enumerate(jobs)}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                if bar is not None:
+                    bar.update(1)
+        return results
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def timed(fn: Callable, **kwargs) -> tuple[object, float]:
