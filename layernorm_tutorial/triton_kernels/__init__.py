@@ -3,6 +3,17 @@
 ``layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5)`` has the semantics of
 ``torch.nn.functional.layer_norm`` for float32, float16 and bfloat16 inputs.
 
+The kernels an LLM runs (``fused``, one kernel source with compile-time variants):
+``rms_norm(input, normalized_shape, weight=None, eps=None)`` (``torch.nn.functional.rms_norm``
+semantics), and the residual add fused with the norm, ``add_layer_norm(input, residual,
+normalized_shape, weight=None, bias=None, eps=1e-5)`` and ``add_rms_norm(input, residual,
+normalized_shape, weight=None, eps=None)``, which return ``(norm(s), s)`` with
+``s = input + residual``.
+
+Triton has wheels for Linux (x86-64, aarch64) only: without the ``triton`` package,
+importing this package raises ImportError (one line); the rest of ``layernorm_tutorial``
+does not need it.
+
 Where the kernels run
 ---------------------
 On a machine with a CUDA GPU, Triton compiles the kernels for it and ``layer_norm`` takes
@@ -32,10 +43,37 @@ build PTX and cubins for sm_80/sm_90 and report their resources; they cannot be 
 ``aot.compile_in_subprocess`` sets this up in a child process.
 """
 
-from ._interpreter import arrange_backend
+import importlib.util
+
+
+def _triton_installed() -> bool:
+    """Whether ``triton`` can be imported, without importing it (the interpreter flag must be
+    set first). An import blocker (``sys.modules["triton"] = None``, or a finder that
+    raises) counts as absent."""
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+if not _triton_installed():
+    raise ImportError(
+        "the Triton kernels need the triton package (Linux x86-64/aarch64 only): "
+        "`pip install triton` there; on macOS or Windows (use WSL2) the rest of "
+        "layernorm_tutorial works without it")
+
+from ._interpreter import arrange_backend  # noqa: E402
 
 INTERPRETED = arrange_backend()
 
+from .fused import (  # noqa: E402
+    FusedNormFunction,
+    add_layer_norm,
+    add_rms_norm,
+    fused_norm_backward,
+    fused_norm_forward,
+    rms_norm,
+)
 from .ops import (  # noqa: E402  (the backend must be arranged before triton is imported)
     MAX_BLOCK_N,
     TritonLayerNormFunction,
@@ -46,6 +84,12 @@ from .ops import (  # noqa: E402  (the backend must be arranged before triton is
 
 __all__ = [
     "INTERPRETED",
+    "FusedNormFunction",
+    "add_layer_norm",
+    "add_rms_norm",
+    "fused_norm_backward",
+    "fused_norm_forward",
+    "rms_norm",
     "MAX_BLOCK_N",
     "TritonLayerNormFunction",
     "layer_norm",
