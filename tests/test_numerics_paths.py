@@ -72,3 +72,12 @@ def test_run_jobs_keeps_order_and_shows_progress(workers, capsys):
 def test_run_jobs_stays_quiet_when_asked(capsys):
     assert stored_results.run_jobs(_square, [2], progress=False) == [4]
     assert capsys.readouterr().err == ""
+
+
+def test_ci_runs_the_notebooks_on_the_ci_paths():
+    from pathlib import Path
+
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    for name in numerics_paths.CI_PATHS:
+        assignments = " ".join(f"{k}={v}" for k, v in numerics_paths.PATHS[name].items())
+        assert f"{assignments} pytest -q book" in ci, name
