@@ -1,35 +1,69 @@
-"""The benchmark's bookkeeping on a tiny run: columns, ratios, bandwidth, CSV (no timing),
-and its command line: bad arguments and output paths refused before any timing starts."""
+"""The benchmark without timing assertions: the shape plan, the byte counts, the tie rule,
+the float64 correctness check (it passes right kernels and fails wrong ones), what
+``reps`` and ``runs`` mean (calls counted), the rows' arithmetic, and the command line
+(bad arguments and output paths refused before any timing starts)."""
 
 import csv
+import json
 import os
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
-import torch.nn.functional as F
+
+from layernorm_tutorial import bench
 
 # Imported at collection, before any test here runs torch.compile (which imports triton):
 # without a GPU the kernels need Triton's interpreter switched on before triton's import.
-import layernorm_tutorial.triton_kernels  # noqa: F401
-from layernorm_tutorial import bench
+# Without triton (macOS, Windows) only the tests of the Triton kernels are skipped.
+try:
+    import layernorm_tutorial.triton_kernels  # noqa: F401
+    HAVE_TRITON = True
+except ImportError:
+    HAVE_TRITON = False
+needs_triton = pytest.mark.skipif(not HAVE_TRITON, reason="needs triton (Linux only)")
 
-FAST_IMPLS = ("numpy_ref", "composite", "torch_native")
+FAST_IMPLS = ("numpy_ref", "composite", "torch")
+MiB = 2**20
 
 
 @pytest.fixture(scope="module")
 def report():
-    return bench.run_benchmark(shapes=[(8, 32)], implementations=FAST_IMPLS, reps=3)
+    return bench.run_benchmark(shapes=[(8, 32)], implementations=FAST_IMPLS, reps=2, runs=3,
+                               check_shapes={32: 4})
+
+
+# ---- byte counts and the shape plan ---------------------------------------------------------
 
 
 def test_bytes_moved_follows_the_formula():
     m, n = 4, 8
     assert bench.bytes_moved(m, n, torch.float16, "fwd") == m * n * 4 + n * 2 * 2 + 8 * m
     assert bench.bytes_moved(m, n, torch.float32, "bwd") == m * n * 12 + 3 * n * 4 + 8 * m
+    assert bench.bytes_moved(m, n, torch.bfloat16, "fwd", op="rms_norm") == \
+        m * n * 4 + n * 2 + 4 * m
+    assert bench.bytes_moved(m, n, torch.bfloat16, "fwd", op="add_rms_norm") == \
+        m * n * 8 + n * 2 + 4 * m
+    assert bench.bytes_moved(m, n, torch.bfloat16, "bwd", op="add_layer_norm") == \
+        m * n * 8 + 3 * n * 2 + 8 * m
     with pytest.raises(ValueError, match="direction"):
         bench.bytes_moved(m, n, torch.float32, "sideways")
+    with pytest.raises(ValueError, match="op"):
+        bench.bytes_moved(m, n, torch.float32, "fwd", op="batch_norm")
+
+
+def test_the_fused_add_saves_two_of_ten_bytes_in_bfloat16():
+    bf16 = torch.bfloat16
+    assert bench.bytes_per_element("add_rms_norm", bf16, "fwd", fused=False) == 10
+    assert bench.bytes_per_element("add_rms_norm", bf16, "fwd") == 8
+    assert bench.bytes_per_element("add_rms_norm", bf16, "bwd", fused=False) == 12
+    assert bench.bytes_per_element("add_rms_norm", bf16, "bwd") == 8
+    assert bench.bytes_per_element("rms_norm", bf16) == 4
+    with pytest.raises(ValueError, match="unfused"):
+        bench.bytes_per_element("rms_norm", bf16, fused=False)
 
 
 def test_arithmetic_intensity_halves_when_bytes_double():
@@ -38,83 +72,233 @@ def test_arithmetic_intensity_halves_when_bytes_double():
     assert bench.arithmetic_intensity(torch.bfloat16, "fwd") == pytest.approx(2 * fp32)
 
 
-def test_rows_have_the_columns_and_consistent_ratios(report):
-    assert len(report.rows) == len(FAST_IMPLS) * 2
+@pytest.mark.parametrize("dtype", bench.GPU_DTYPES)
+def test_shape_plan_puts_at_least_256_mib_in_every_tensor_with_the_fewest_rows(dtype):
+    plan = bench.shape_plan(dtype)
+    size = torch.empty((), dtype=dtype).element_size()
+    assert [n for _, n in plan] == [1024 * 2**k for k in range(7)]  # 1K ... 64K
+    for m, n in plan:
+        assert m * n * size >= 256 * MiB > (m - 1) * n * size
+    assert bench.shape_plan(torch.float32, [1000], min_bytes=4001) == [(2, 1000)]
+    with pytest.raises(ValueError, match="min_bytes"):
+        bench.shape_plan(dtype, min_bytes=0)
+
+
+# ---- the tie rule ---------------------------------------------------------------------------
+
+
+def test_summarize_runs_gives_median_and_relative_range():
+    assert bench.summarize_runs([1.0, 1.1, 0.9]) == (1.0, pytest.approx(0.2))
+    with pytest.raises(ValueError, match="seconds"):
+        bench.summarize_runs([])
+
+
+def test_a_gap_under_the_spread_is_a_tie():
+    noisy, fast = [1.0, 1.2, 0.9], [0.95, 0.95, 0.95]  # spread 30%; gap 5%
+    assert bench.compare(fast, noisy)["word"] == "tie"
+    steady_fast, steady_slow = [1.0, 1.01, 0.99], [1.5, 1.5, 1.51]  # spread 2%; gap 50%
+    verdict = bench.compare(steady_fast, steady_slow)
+    assert verdict["word"] == "faster" and verdict["gap"] == pytest.approx(0.5)
+    assert bench.compare(steady_slow, steady_fast)["word"] == "slower"
+    assert bench.compare([1.0] * 3, [1.02] * 3)["word"] == "faster"  # no spread: any gap
+    assert bench.compare([1.0] * 3, [1.02] * 3, floor=0.03)["word"] == "tie"
+
+
+# ---- the correctness check ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", bench.OPS)
+@pytest.mark.parametrize("impl", ["torch", "composite",
+                                  pytest.param("triton", marks=needs_triton)])
+def test_right_implementations_pass_the_float64_check(op, impl):
+    errors = bench.check_outputs(bench.implementation(impl, op), op, 5, 33, torch.float32)
+    expected = {"y", "dx", "dgamma"} | ({"s", "dr"} if op.startswith("add_") else set())
+    expected |= {"dbeta"} if op.endswith("layer_norm") else set()
+    assert set(errors) == expected
+    assert max(errors.values()) <= bench.TOLERANCE[torch.float32]
+
+
+def test_sixteen_bit_outputs_are_checked_at_the_dtypes_tolerance():
+    for dtype in (torch.float16, torch.bfloat16):
+        errors = bench.check_outputs(bench.implementation("torch", "add_rms_norm"),
+                                     "add_rms_norm", 4, 40, dtype)
+        assert 0 < max(errors.values()) <= bench.TOLERANCE[dtype]
+
+
+def _wrong_dgamma(x, r, w, b):  # LayerNorm whose gamma gets no gradient
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w.detach(), b, bench.EPS)
+
+
+def _wrong_sum(x, r, w, b):  # add + RMSNorm that returns x instead of x + r
+    return torch.nn.functional.rms_norm(x + r, (x.shape[-1],), w, bench.EPS), x
+
+
+def _wrong_eps(x, r, w, b):  # eps added outside the square root
+    xc = x - x.mean(-1, keepdim=True)
+    return xc / (xc.pow(2).mean(-1, keepdim=True).sqrt() + 1e-2) * w + b
+
+
+@pytest.mark.parametrize("fn, op, output", [(_wrong_dgamma, "layer_norm", "dgamma"),
+                                            (_wrong_sum, "add_rms_norm", "s"),
+                                            (_wrong_eps, "layer_norm", "y")])
+def test_wrong_implementations_fail_the_check(fn, op, output):
+    errors = bench.check_outputs(fn, op, 4, 16, torch.float32)
+    assert errors[output] > 10 * bench.TOLERANCE[torch.float32]
+
+
+def test_an_output_of_the_wrong_dtype_is_refused():
+    def upcast(x, r, w, b):
+        return torch.nn.functional.layer_norm(x.double(), (x.shape[-1],), w.double(),
+                                              b.double())
+    with pytest.raises(TypeError, match="y: expected torch.float32"):
+        bench.check_outputs(upcast, "layer_norm", 2, 8, torch.float32)
+
+
+def test_a_failed_check_is_stored_and_marks_the_timing_row(monkeypatch):
+    real = bench.implementation
+    monkeypatch.setattr(bench, "implementation", lambda impl, op: _wrong_dgamma
+                        if impl == "composite" else real(impl, op))
+    rep = bench.run_benchmark(shapes=[(4, 16)], implementations=("composite", "torch"),
+                              reps=1, check_shapes={16: 4})
+    bad = [c for c in rep.checks if not c["ok"]]
+    assert [(c["implementation"], c["output"]) for c in bad] == [("composite", "dgamma")]
+    assert {r["implementation"]: r["check"] for r in rep.rows if r["direction"] == "fwd"} == \
+        {"copy": "-", "composite": "FAIL", "torch": "ok"}
+
+
+# ---- what reps and runs mean ----------------------------------------------------------------
+
+
+def test_reps_and_runs_count_the_calls():
+    calls = {"a": 0, "b": 0}
+
+    def counter(name):
+        def fn():
+            calls[name] += 1
+        return fn
+
+    runs = bench._time_wall({"a": counter("a"), "b": counter("b")}, reps=7, runs=4, warmup=1)
+    assert calls == {"a": 1 + 4 * 7, "b": 1 + 4 * 7}
+    assert len(runs["a"]) == 4 and all(t >= 0 for t in runs["a"])
+
+
+def test_run_benchmark_calls_each_forward_reps_times_per_run(monkeypatch):
+    count = {"n": 0}
+    real = bench.implementation
+
+    def counted(impl, op):
+        fn = real(impl, op)
+
+        def wrapper(*args):
+            count["n"] += 1
+            return fn(*args)
+        return wrapper if impl == "composite" else fn
+
+    monkeypatch.setattr(bench, "implementation", counted)
+    rep = bench.run_benchmark(shapes=[(4, 16)], implementations=("composite", "torch"),
+                              reps=6, runs=3, check=False)
+    # forward: one first call, one warm-up, 3 runs x 6 reps; backward: one graph build
+    assert count["n"] == 1 + 1 + 3 * 6 + 1
+    row = rep.row("composite", "fwd")
+    assert len(row["runs_ms"]) == 3 and row["check"] == "-"
+
+
+def test_fewer_than_three_runs_or_no_reps_are_refused():
+    with pytest.raises(ValueError, match="runs"):
+        bench.run_benchmark(shapes=[(2, 8)], runs=2)
+    with pytest.raises(ValueError, match="reps"):
+        bench.run_benchmark(shapes=[(2, 8)], reps=0)
+    with pytest.raises(ValueError, match="op"):
+        bench.run_benchmark(shapes=[(2, 8)], ops=["group_norm"])
+
+
+# ---- the rows -------------------------------------------------------------------------------
+
+
+def test_rows_have_the_columns_and_consistent_arithmetic(report):
+    assert {r["implementation"] for r in report.rows} == {"copy", *FAST_IMPLS}
     for row in report.rows:
         assert set(bench.COLUMNS) <= set(row)
-        native = next(r for r in report.rows if r["implementation"] == "torch_native"
-                      and r["direction"] == row["direction"])
-        assert row["ratio_to_native"] == pytest.approx(native["median_ms"] / row["median_ms"])
-        nbytes = bench.bytes_moved(8, 32, torch.float32, row["direction"])
-        assert row["gbps"] == pytest.approx(nbytes / (row["median_ms"] * 1e-3) / 1e9)
-        copy = report.copy_gbps[f"8x32 float32 {row['direction']}"]
-        assert row["frac_copy"] == pytest.approx(row["gbps"] / copy)
-    assert report.ratio("torch_native", "fwd") == pytest.approx(1.0)
-    assert "CPU cores" in report.hardware
+        assert row["timing"] == "wall" and len(row["runs_ms"]) == 3
+        ms, spread = bench.summarize_runs(row["runs_ms"])
+        assert row["ms"] == pytest.approx(ms) and row["spread"] == pytest.approx(spread)
+        copy = report.row("copy", row["direction"])
+        if row["implementation"] != "copy":
+            nbytes = bench.bytes_moved(8, 32, torch.float32, row["direction"])
+            assert row["gbps"] == pytest.approx(nbytes / (row["ms"] * 1e-3) / 1e9)
+        assert row["frac_copy"] == pytest.approx(row["gbps"] / copy["gbps"])
+    assert report.row("torch", "bwd")["check"] == "ok"
+    assert report.row("numpy_ref", "fwd")["check"] == "-"  # not a torch callable: unchecked
+    assert {c["implementation"] for c in report.checks} == {"composite", "torch"}
+    assert report.compare("torch", "composite", "fwd")["word"] in ("faster", "slower", "tie")
+    assert "CPU cores" in report.hardware and "torch" in report.software
 
 
-def test_table_and_csv(report, tmp_path):
+def test_table_fits_80_columns_and_csv_and_json_round_trip(report, tmp_path):
     table = bench.format_table(report.rows)
-    assert table.splitlines()[0].split()[:4] == ["implementation", "shape", "dtype", "dir"]
-    assert all(impl in table for impl in FAST_IMPLS)
+    assert table.splitlines()[0].split()[:5] == ["op", "impl", "shape", "dtype", "dir"]
+    assert max(len(line) for line in table.splitlines()) <= 80
+    assert max(len(line) for line in bench.format_checks(report.checks).splitlines()) <= 80
     path = bench.write_csv(report.rows, str(tmp_path / "sub" / "bench.csv"))
     with open(path) as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == list(bench.COLUMNS)
-    assert len(rows) == len(report.rows)
-    assert float(rows[0]["median_ms"]) == pytest.approx(report.rows[0]["median_ms"])
+    assert list(rows[0]) == list(bench.COLUMNS) and len(rows) == len(report.rows)
+    doc = json.loads(bench.report_json(report, "cmd"))
+    assert doc["command"] == "cmd" and len(doc["checks"]) == len(report.checks)
+    assert doc["rows"][0]["runs_ms"] == report.rows[0]["runs_ms"]
 
 
 def test_a_failing_compile_is_reported_not_hidden(monkeypatch):
-    def broken(*args, **kwargs):
-        raise RuntimeError("no C++ compiler")
+    real = bench.implementation
 
-    monkeypatch.setattr(bench, "_compiled_composite", lambda: broken)
-    rep = bench.run_benchmark(shapes=[(4, 16)], implementations=("compiled", "torch_native"),
-                              reps=2)
-    assert "no C++ compiler" in rep.errors["compiled"]
-    assert {r["implementation"] for r in rep.rows} == {"torch_native"}
+    def broken(impl, op):
+        if impl == "compiled":
+            raise RuntimeError("no C++ compiler")
+        return real(impl, op)
+
+    monkeypatch.setattr(bench, "implementation", broken)
+    rep = bench.run_benchmark(shapes=[(4, 16)], implementations=("compiled", "torch"),
+                              reps=1, check=False)
+    assert "no C++ compiler" in rep.errors["compiled layer_norm"]
+    assert {r["implementation"] for r in rep.rows} == {"copy", "torch"}
 
 
-def test_command_line_insists_on_fifteen_repetitions():
-    with pytest.raises(SystemExit):
-        bench.main(["--reps", "3"])
+def test_liger_has_no_fused_add_layer_norm():
+    with pytest.raises(NotImplementedError, match="Liger"):
+        bench.implementation("liger", "add_layer_norm")
+
+
+def test_the_kernel_sum_leaves_out_the_flush_and_host_events():
+    from torch.autograd import DeviceType
+
+    def event(name, us, device=DeviceType.CUDA):
+        return SimpleNamespace(name=name, device_type=device,
+                               time_range=SimpleNamespace(elapsed_us=lambda: us))
+    prof = SimpleNamespace(events=lambda: [
+        event("void at::native::vectorized_elementwise_kernel<bitwise_not_kernel>", 100.0),
+        event("layer_norm_fwd_kernel", 7.0), event("sum_partials_kernel", 2.0),
+        event("aten::layer_norm", 50.0, DeviceType.CPU)])
+    assert bench._kernel_us(prof) == 9.0
 
 
 def test_roofs_follow_their_formulas(monkeypatch):
-    # A real run first: the numbers are finite and within physical reason for a CPU.
-    assert 1e-3 < bench.measure_matmul_gflops(n=64, reps=2) < 1e6
-    assert 1e-3 < bench.measure_copy_gbps(nbytes=1 << 16, reps=2) < 1e5
-    # Then the arithmetic, with the timer replaced by a known time per call.
-    monkeypatch.setattr(bench, "_time_interleaved", lambda fns, reps, warmup=2:
-                        {name: 0.5 for name in fns})
-    assert bench.measure_matmul_gflops(n=100, reps=2) == pytest.approx(2 * 100**3 / 0.5 / 1e9)
-    assert bench.measure_copy_gbps(nbytes=4096, reps=2) == pytest.approx(2 * 4096 / 0.5 / 1e9)
+    assert 1e-3 < bench.measure_matmul_gflops(n=64, reps=1) < 1e6
+    assert 1e-3 < bench.measure_copy_gbps(nbytes=1 << 16, reps=1) < 1e5
+    monkeypatch.setattr(bench, "_time_wall", lambda fns, reps, runs, warmup=1:
+                        {name: [0.5, 0.4, 0.6] for name in fns})
+    assert bench.measure_matmul_gflops(n=100) == pytest.approx(2 * 100**3 / 0.5 / 1e9)
+    assert bench.measure_copy_gbps(nbytes=4096) == pytest.approx(2 * 4096 / 0.5 / 1e9)
 
 
-@pytest.mark.parametrize("impl", ["triton", "torch_native"])
-def test_timed_callables_reuse_preallocated_outputs_and_compute_layer_norm(impl):
-    # On CPU the Triton kernels run in the interpreter: this checks the callables the CUDA
-    # benchmark times (their results and their buffers), not their speed.
-    case = bench._Case(4, 16, torch.float32, "cpu")
-    forward = case.forward(impl)
-    first, second = forward(), forward()
-    assert first[0].data_ptr() == second[0].data_ptr()  # written into the same buffers
-    assert first[2].data_ptr() == second[2].data_ptr()
-    torch.testing.assert_close(second[0], F.layer_norm(case.x, (16,), case.w, case.b))
-    backward = case.backward(impl)
-    dx_first, dx_second = backward()[0], backward()[0]
-    assert dx_first.data_ptr() == dx_second.data_ptr()
-    x = case.x.clone().requires_grad_(True)
-    F.layer_norm(x, (16,), case.w, case.b).backward(case.dy)
-    torch.testing.assert_close(dx_second, x.grad)
-
-
-def test_triton_rows_are_timed_on_cpu_in_the_interpreter():
-    rep = bench.run_benchmark(shapes=[(4, 16)], implementations=("triton", "torch_native"),
-                              reps=1)
-    assert {r["implementation"] for r in rep.rows} == {"triton", "torch_native"}
-    assert all(r["median_ms"] > 0 for r in rep.rows)
+def test_stored_target_check_reports_ties():
+    rows = [dict(implementation="triton", shape="s", dtype="d", direction="fwd",
+                 kernel_gbps=102.0),
+            dict(implementation="liger", shape="s", dtype="d", direction="fwd",
+                 kernel_gbps=100.0)]
+    (c,) = bench.target_check(rows, 100.0, tie=0.03)
+    assert c["tie"] and not c["ahead"] and c["gap"] == pytest.approx(0.02)
+    (c,) = bench.target_check(rows, 100.0)
+    assert c["ahead"] and not c["tie"]
 
 
 # ---- the command line refuses bad input before timing anything ----------------------------
@@ -136,8 +320,14 @@ def _refusal(capsys, argv) -> str:
     return capsys.readouterr().err.strip().splitlines()[-1]
 
 
-def test_zero_threads_is_a_usage_error(no_timing, capsys):
-    assert "--threads" in _refusal(capsys, ["--threads", "0"])
+@pytest.mark.parametrize("argv, word", [
+    (["--runs", "2"], "--runs"), (["--threads", "0"], "--threads"),
+    (["--reps", "0"], "--reps"), (["--ops", "layer_norm,group_norm"], "--ops"),
+    (["--dtypes", "fp8"], "--dtypes"), (["--ns", "1024,x"], "--ns"),
+    (["--device", "cpu", "--ns", "1024"], "--ns"), (["--json", "x.json", "--no-check"],
+                                                    "--json")])
+def test_bad_arguments_are_usage_errors(no_timing, capsys, argv, word):
+    assert word in _refusal(capsys, argv)
 
 
 def test_cuda_without_cuda_is_a_usage_error(no_timing, capsys, monkeypatch):
@@ -160,9 +350,24 @@ def test_existing_csv_needs_force(no_timing, capsys, tmp_path):
     assert existing.read_text() == "keep me\n"
 
 
+def test_arguments_reach_the_benchmark(monkeypatch, capsys, tmp_path):
+    seen = {}
+
+    def fake(**kw):
+        seen.update(kw)
+        return bench.BenchReport()
+    monkeypatch.setattr(bench, "run_benchmark", fake)
+    assert bench.main(["--reps", "9", "--runs", "4", "--ops", "rms_norm,add_rms_norm",
+                       "--csv", str(tmp_path / "r.csv")]) == 0
+    assert seen["reps"] == 9 and seen["runs"] == 4 and seen["check"]
+    assert seen["ops"] == ["rms_norm", "add_rms_norm"]
+    assert "4 runs of 9 calls" in capsys.readouterr().out
+
+
 def test_csv_is_written_where_the_message_says(monkeypatch, capsys, tmp_path):
-    rows = [dict(implementation="torch_native", shape="8x32", dtype="float32", direction="fwd",
-                 median_ms=1.0, gbps=2.0, ratio_to_native=1.0, frac_copy=0.5, device="cpu")]
+    rows = [dict(op="layer_norm", implementation="torch", shape="8x32", dtype="float32",
+                 direction="fwd", ms=1.0, spread=0.1, gbps=2.0, frac_copy=0.5, check="ok",
+                 timing="wall", runs_ms=[1.0, 1.1, 0.9], device="cpu")]
     monkeypatch.setattr(bench, "run_benchmark", lambda **kw: bench.BenchReport(rows=rows))
     existing = tmp_path / "results.csv"
     existing.write_text("old\n")
