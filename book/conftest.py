@@ -1,8 +1,9 @@
 """nbval on the chapters: cells that need what a platform may lack are skipped, not failed.
 
 Triton has wheels for Linux x86-64 and aarch64 only, and torch.compile needs a C++ compiler
-on the CPU. A code cell tagged ``requires-triton`` (the GPU kernel chapter's interpreter
-cells, Liger) or ``requires-compiler`` (torch.compile) is skipped, with one reason, where that
+on the CPU. A code cell tagged ``triton`` (the GPU kernel chapter's interpreter cells, Liger,
+torch.compile on Triton; ``requires-triton`` is accepted too) or ``requires-compiler``
+(torch.compile on the CPU) is skipped, with one reason, where that
 is missing; everywhere else it runs and its stored output is compared as usual. The HTML book
 shows the stored outputs either way. CI runs the whole ``pytest`` once with Triton blocked
 (``tests/no_triton``) to prove that the rest of the book runs on such a machine.
@@ -16,8 +17,8 @@ import shutil
 
 import pytest
 
-TRITON_TAG = "requires-triton"
-COMPILER_TAG = "requires-compiler"
+TRITON_TAGS = ("triton", "requires-triton")
+COMPILER_TAGS = ("requires-compiler",)
 
 
 def _triton_missing() -> str | None:
@@ -26,7 +27,11 @@ def _triton_missing() -> str | None:
     except ImportError:
         return ("needs Triton (wheels for Linux x86-64/aarch64 only), which is not "
                 "installed here")
-    if importlib.util.find_spec("liger_kernel") is None:
+    try:
+        liger = importlib.util.find_spec("liger_kernel")
+    except ImportError:
+        liger = None
+    if liger is None:
         return "needs Liger-Kernel (Linux only, with Triton), which is not installed here"
     return None
 
@@ -45,9 +50,10 @@ def pytest_collection_modifyitems(config, items):
         if cell is None:
             continue
         tags = cell.get("metadata", {}).get("tags", [])
-        for tag, check in ((TRITON_TAG, _triton_missing), (COMPILER_TAG, _compiler_missing)):
-            if tag in tags:
-                if tag not in reasons:
-                    reasons[tag] = check()
-                if reasons[tag]:
-                    item.add_marker(pytest.mark.skip(reason=reasons[tag]))
+        for kind, names, check in (("triton", TRITON_TAGS, _triton_missing),
+                                   ("compiler", COMPILER_TAGS, _compiler_missing)):
+            if any(name in tags for name in names):
+                if kind not in reasons:
+                    reasons[kind] = check()
+                if reasons[kind]:
+                    item.add_marker(pytest.mark.skip(reason=reasons[kind]))
