@@ -25,7 +25,6 @@ import sys
 import torch
 
 from ._cli import OutputPathError, check_output_path, write_text_atomically
-from .triton_kernels import ops
 
 M = 4096
 NS = (1024, 2048, 4096, 8192, 16384)
@@ -65,9 +64,18 @@ def measure_latency_ns(nbytes: int, steps: int = 20000, seed: int = 0) -> float:
     return start.elapsed_time(end) * 1e6 / steps
 
 
+def _ops():
+    """``triton_kernels.ops``, imported when first needed: this module imports without
+    Triton (macOS, Windows), and a GPU measurement needs it anyway."""
+    from .triton_kernels import ops
+
+    return ops
+
+
 def _candidates(n: int, kernel: str) -> list[tuple]:
     """``(config, per_sm)`` pairs to try: the rule's own first, then other warp counts (and,
     in the backward, programs per multiprocessor), then other row counts for short rows."""
+    ops = _ops()
     cap = ops.MAX_BLOCK_N if kernel == "forward" else ops.MAX_BLOCK_N_BACKWARD
     block_n, warps, rows, split, fits = ops.launch_config(n, cap, kernel, 2)
     default_per_sm = ops.BACKWARD_PROGRAMS_PER_SM if kernel == "backward" else None
@@ -100,6 +108,7 @@ def sweep(ns=NS, dtypes=("bf16", "fp32"), progress=None) -> list[dict]:
     """Time and check every candidate configuration (see the module docstring)."""
     from .roofline import ideal_bytes
 
+    ops = _ops()
     results = []
     say = progress or (lambda _m: None)
     for n in ns:
@@ -156,6 +165,7 @@ def sweep(ns=NS, dtypes=("bf16", "fp32"), progress=None) -> list[dict]:
 
 
 def _resident(dy, x, w, mean, rstd, dx, config) -> int:
+    ops = _ops()
     block_n, warps, rows, split, fits = config
     n = x.shape[1]
     constants = dict(HAS_WEIGHT=True, COMPUTE_DW=True, COMPUTE_DB=True, BLOCK_N=block_n,
@@ -182,6 +192,7 @@ def main(argv=None) -> int:
     dtypes = tuple(args.dtypes.split(","))
     if not set(dtypes) <= set(DTYPES):
         parser.error(f"--dtypes: expected names among {sorted(DTYPES)}, got {args.dtypes}")
+    ops = _ops()
     latency = {"dram": measure_latency_ns(2**30), "l2": measure_latency_ns(8 * 2**20)}
     print(f"latency of one dependent load: {latency}", flush=True)
     configs = sweep(dtypes=dtypes, progress=lambda m: print(m, file=sys.stderr, flush=True))

@@ -378,6 +378,8 @@ def add_layer_norm(input: torch.Tensor, residual: torch.Tensor,
     read of input and residual, one write of ``s`` and of the output. ``residual`` must have
     the input's shape, dtype and device; the rest follows ``torch.nn.functional.layer_norm``.
     Differentiable (twice) in input, residual, weight and bias."""
+    if eps is None:  # as torch.nn.functional.layer_norm
+        raise TypeError("eps must be a real number, got None")
     shape, eps = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
     _check_residual(input, residual)
     _check_device_and_dtype(input, weight=weight, bias=bias)

@@ -80,7 +80,7 @@ def fused_norm_fwd_kernel(
             if HAS_RESIDUAL:
                 x += tl.load(R + rows64[:, None] * stride_r + cols[None, :], mask=mask,
                              other=0.0).to(tl.float32)
-                s = x.to(S.dtype.element_ty)  # the residual stream keeps its dtype...
+                s = x.to(S.dtype.element_ty, fp_downcast_rounding="rtne")  # keeps its dtype...
                 tl.store(S + rows64[:, None] * stride_s + cols[None, :], s, mask=mask)
                 x = s.to(tl.float32)  # ...and the norm sees exactly what was stored
             if IS_RMS:
@@ -115,7 +115,7 @@ def fused_norm_fwd_kernel(
                 x = tl.load(X + row64 * stride_x + c, mask=m, other=0.0).to(tl.float32)
                 if HAS_RESIDUAL:
                     x += tl.load(R + row64 * stride_r + c, mask=m, other=0.0).to(tl.float32)
-                    s = x.to(S.dtype.element_ty)
+                    s = x.to(S.dtype.element_ty, fp_downcast_rounding="rtne")
                     tl.store(S + row64 * stride_s + c, s, mask=m)
                     x = s.to(tl.float32)
                 if IS_RMS:
