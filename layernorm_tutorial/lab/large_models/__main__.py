@@ -2,8 +2,10 @@
 
 Options: ``--out PATH`` (default: the book's ``book/data/large_models_results.json``),
 ``--force`` to replace an existing file (refused otherwise, before any work starts),
-``--workers N`` to run sections side by side, ``--sections a,b`` to compute only some
-sections (for a quick check; the book needs all).
+``--workers N`` worker processes for the training runs (default: 2 on a machine with two
+cores or more), ``--sections a,b`` to compute only some sections (for a quick check; the
+book needs all). A progress bar counts the jobs and shows the time left; the timing section
+then runs alone.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from layernorm_tutorial._cli import OutputPathError, check_output_path, positive_int
+from layernorm_tutorial.lab.common.stored_results import default_workers
 from layernorm_tutorial.lab.large_models.results import (
     COMMITTED_PATH,
     SECTIONS,
@@ -25,8 +28,8 @@ def main(argv=None) -> None:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=COMMITTED_PATH, help="results JSON path")
     parser.add_argument("--force", action="store_true", help="replace the file if it exists")
-    parser.add_argument("--workers", type=positive_int, default=1,
-                        help="processes running sections side by side (each one thread)")
+    parser.add_argument("--workers", type=positive_int, default=default_workers(),
+                        help="worker processes for the training runs (each one thread)")
     parser.add_argument("--sections", default=None,
                         help=f"comma-separated subset of {', '.join(SECTIONS)}")
     args = parser.parse_args(argv)
@@ -42,7 +45,7 @@ def main(argv=None) -> None:
     except OutputPathError as err:
         parser.error(str(err))
     results = build_results(sections, workers=args.workers)
-    path = save_results(results, args.out)
+    path = save_results(results, args.out, overwrite=args.force)
     print(f"results written to {path.resolve()}")
 
 

@@ -1,39 +1,61 @@
 """The chapter's stored results: compute every slow section, write one JSON with provenance.
 
-Sections (each a function of no arguments returning JSON-able data): ``architectures``,
-``qk_norm``, ``deepnorm``, ``comparisons`` (with ``alpha`` and ``per_token_map``),
-``recipes``, ``timing``, ``sequence_parallel``. :func:`load_results` reads the file back.
+Sections: ``architectures``, ``qk_norm`` (QK-norm and the other logit-stability tools, one
+learning-rate ladder), ``deepnorm``, ``comparisons`` (with ``alpha`` and
+``per_token_map``), ``recipes``, ``timing``, ``sequence_parallel``, ``paths`` (the spread
+of the live re-run's losses across numerics paths: the tolerance the notebook uses) and
+``replication`` (the QK-norm verdict's seeds re-run on a second numerics path).
+
+The training runs are single-threaded jobs in worker processes
+(:func:`~layernorm_tutorial.lab.common.stored_results.run_jobs`, with a progress bar and
+the time left); the timing runs alone afterwards, with no other job of this command
+running beside it. :func:`load_results` reads the file back.
 """
 
 from __future__ import annotations
 
-import json
-import platform
-import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from layernorm_tutorial._cli import write_text_atomically
+from layernorm_tutorial.lab.common import stored_results
+from layernorm_tutorial.lab.common.numerics_paths import run_on_paths, spread_record
 
 __all__ = ["COMMITTED_PATH", "QK_SETTINGS", "DEEPNORM_SETTINGS", "SHAPE_SETTINGS",
-           "SECTIONS", "build_results", "load_results"]
+           "LIVE_CHECK", "REPLICATION_PATH", "SECTIONS", "build_results", "load_results",
+           "save_results"]
 
-COMMITTED_PATH = Path(__file__).resolve().parents[3] / "book" / "data" / \
-    "large_models_results.json"
-QK_SETTINGS = {"lrs": [1e-2, 3e-2, 1e-1, 3e-1], "seeds": [0, 1, 2, 3, 4], "steps": 150,
-               "warmup_steps": 10}
+COMMITTED_PATH = stored_results.BOOK_DATA / "large_models_results.json"
+QK_SETTINGS = {"lrs": [1e-2, 3e-2, 1e-1, 3e-1, 1.0], "seeds": [0, 1, 2, 3, 4],
+               "steps": 150, "warmup_steps": 10,
+               "arms": ["none", "rmsnorm", "softcap", "zloss", "qkclip"]}
 DEEPNORM_SETTINGS = {"num_layers": 12, "seeds": [0, 1, 2, 3, 4], "steps": 60, "lr": 1e-2,
                      "warmup_steps": 10}
-SHAPE_SETTINGS = {"num_layers": 6, "lr": 1e-2, "steps": 200, "seed": 2}
+SHAPE_SETTINGS = {"num_layers": 2, "lr": 1e-2, "steps": 200, "seed": 0}
+#: The notebook's live re-run: the first steps of seed 0 at one learning rate, both arms.
+LIVE_CHECK = {"lr": 0.1, "seed": 0, "steps": 20, "warmup_steps": 10,
+              "arms": ["none", "rmsnorm"]}
+#: The second numerics path on which the QK-norm verdict's seeds are re-run.
+REPLICATION_PATH = "default+compatible"
+SECTIONS = ("architectures", "qk_norm", "deepnorm", "comparisons", "recipes", "timing",
+            "sequence_parallel", "paths", "replication")
+_ROUND = stored_results.round_floats
 
 
-def _round(values, digits: int = 5):
-    return [float(f"{v:.{digits}g}") for v in np.asarray(values, float).tolist()]
+def _rounded(values, digits: int = 5) -> list:
+    return _ROUND([float(v) for v in np.asarray(values, float).tolist()], digits)
+
+
+# ------------------------------------------------------------------ one job each
+def _job(job: tuple):
+    """One unit of work in a worker process (one thread): ``(kind, *args)``."""
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    value = _JOBS[job[0]](*job[1:])
+    return job, value, time.perf_counter() - start
 
 
 def _architectures() -> dict:
@@ -45,46 +67,44 @@ def _architectures() -> dict:
     return table
 
 
-def _qk_norm(arms=None) -> dict:
+def _qk_cell(arm: str, lr: float) -> list:
     from layernorm_tutorial.lab.large_models import qk_norm
 
     s = QK_SETTINGS
-    sweep = qk_norm.qk_sweep(s["lrs"], s["seeds"], arms=arms or qk_norm.QK_ARMS,
-                             steps=s["steps"], warmup_steps=s["warmup_steps"])
-    return {"settings": s, "runs": {
-        arm: {str(lr): [{"loss": _round(r["loss"]), "max_logit": _round(r["max_logit"]),
-                         "final_loss": r["final_loss"], "accuracy": r["accuracy"]}
-                        for r in runs] for lr, runs in by_lr.items()}
-        for arm, by_lr in sweep.items()}}
+    runs = [qk_norm.qk_run(arm, lr, seed, steps=s["steps"], warmup_steps=s["warmup_steps"])
+            for seed in s["seeds"]]
+    return [{"loss": _rounded(r["loss"]), "max_logit": _rounded(r["max_logit"]),
+             "final_loss": r["final_loss"], "accuracy": r["accuracy"],
+             "clipped": r["clipped"]} for r in runs]
 
 
-def _deepnorm() -> dict:
+def _deepnorm_arm(arm: str) -> list:
     from layernorm_tutorial.lab.large_models import deepnorm
 
     s = DEEPNORM_SETTINGS
-    runs = {arm: [deepnorm.deepnorm_run(arm, s["num_layers"], seed, steps=s["steps"],
-                                        lr=s["lr"], warmup_steps=s["warmup_steps"])
-                  for seed in s["seeds"]] for arm in deepnorm.ARMS}
-    return {"settings": s, "runs": {arm: [{"loss": _round(r["loss"]),
-                                           "final_loss": r["final_loss"],
-                                           "accuracy": r["accuracy"]} for r in rs]
-                                    for arm, rs in runs.items()}}
+    runs = [deepnorm.deepnorm_run(arm, s["num_layers"], seed, steps=s["steps"], lr=s["lr"],
+                                  warmup_steps=s["warmup_steps"]) for seed in s["seeds"]]
+    return [{"loss": _rounded(r["loss"]), "final_loss": r["final_loss"],
+             "accuracy": r["accuracy"]} for r in runs]
 
 
-def _comparisons() -> dict:
+def _norm_accuracy(norm: str, lr: float, seeds: tuple, alpha_init: float = 0.5) -> list:
     from layernorm_tutorial.lab.large_models import comparisons as cmp
 
-    main = cmp.compare_norms()
-    alpha = cmp.alpha_sensitivity(main["lr"]["dyt"], main["reported_seeds"])
+    return [cmp.norm_run(norm, lr, s, alpha_init=alpha_init)["accuracy"] for s in seeds]
+
+
+def _per_token_map() -> dict:
+    from layernorm_tutorial.lab.large_models import comparisons as cmp
+
     s = SHAPE_SETTINGS
     trained = cmp.norm_run("layernorm", s["lr"], s["seed"], s["steps"],
                            num_layers=s["num_layers"])
     maps = cmp.per_token_map(trained["model"], s["seed"])
     for m in maps:
         m.update(cmp.tanh_fit(m["x"], m["y"]))
-        m["x"], m["y"] = _round(m["x"], 4), _round(m["y"], 4)
-    return {"main": main, "alpha": alpha,
-            "per_token_map": {"settings": s, "accuracy": trained["accuracy"], "norms": maps}}
+        m["x"], m["y"] = _rounded(m["x"], 4), _rounded(m["y"], 4)
+    return {"settings": s, "accuracy": trained["accuracy"], "norms": maps}
 
 
 def _recipes() -> dict:
@@ -92,107 +112,165 @@ def _recipes() -> dict:
 
     decay = recipes.gamma_under_decay()
     for run in decay["runs"].values():
-        run["mean_gamma"] = _round(run["mean_gamma"])
-    decay["decay_only"] = _round(decay["decay_only"])
+        run["mean_gamma"] = _rounded(run["mean_gamma"])
+    decay["decay_only"] = _rounded(decay["decay_only"])
     return {"gamma_under_decay": decay}
 
 
-def _timing() -> dict:
+_JOBS = {"architectures": _architectures, "qk": _qk_cell, "deepnorm": _deepnorm_arm,
+         "accuracy": _norm_accuracy, "per_token_map": _per_token_map, "recipes": _recipes}
+
+
+# ------------------------------------------------------------------ the sections
+def _comparisons(workers: int, seconds: dict) -> dict:
+    """Tune each norm's lr on the tuning seeds (widened grid), then the reported seeds and
+    DyT's initial alpha at its chosen lr, and LayerNorm's per-token map."""
     from layernorm_tutorial.lab.large_models import comparisons as cmp
 
-    return cmp.time_norms()
+    tuning_seeds, reported = cmp.seed_plan()
+    jobs = [("accuracy", n, lr, tuning_seeds) for n in cmp.NORMS for lr in cmp.LR_GRID]
+    done = _run(jobs, workers, "comparisons: tuning", seconds, "comparisons")
+    tuning = {n: {str(lr): done[("accuracy", n, lr, tuning_seeds)] for lr in cmp.LR_GRID}
+              for n in cmp.NORMS}
+    chosen = {n: cmp.choose_lr(tuning[n]) for n in cmp.NORMS}
+    jobs = [("accuracy", n, chosen[n], reported) for n in cmp.NORMS]
+    jobs += [("accuracy", "dyt", chosen["dyt"], reported, a) for a in cmp.ALPHAS
+             if a != 0.5]
+    jobs.append(("per_token_map",))
+    done = _run(jobs, workers, "comparisons: reported seeds", seconds, "comparisons")
+    accuracy = {n: done[("accuracy", n, chosen[n], reported)] for n in cmp.NORMS}
+    alpha = {str(a): (accuracy["dyt"] if a == 0.5 else
+                      done[("accuracy", "dyt", chosen["dyt"], reported, a)])
+             for a in cmp.ALPHAS}
+    main = {"tuning_seeds": list(tuning_seeds), "reported_seeds": list(reported),
+            "lr_grid": list(cmp.LR_GRID), "tuning": tuning, "lr": chosen,
+            "accuracy": accuracy, "steps": 150}
+    return {"main": main,
+            "alpha": {"accuracy": alpha, "lr": chosen["dyt"], "seeds": list(reported)},
+            "per_token_map": done[("per_token_map",)]}
 
 
-def _sequence_parallel() -> dict:
-    from layernorm_tutorial.lab.large_models import sequence_parallel as sp
-
-    return sp.sequence_parallel_check()
-
-
-SECTIONS = {"architectures": _architectures, "qk_norm": _qk_norm, "deepnorm": _deepnorm,
-            "comparisons": _comparisons, "recipes": _recipes, "timing": _timing,
-            "sequence_parallel": _sequence_parallel}
+def _run(jobs: list, workers: int, desc: str, seconds: dict, section: str) -> dict:
+    out = {}
+    for job, value, took in stored_results.run_jobs(_job, jobs, workers, desc=desc):
+        out[job] = value
+        seconds[section] = round(seconds.get(section, 0.0) + took, 1)
+    return out
 
 
-def _git_commit() -> str:
-    try:
-        root = Path(__file__).resolve().parents[3]
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+def live_check_losses(lr: float, seed: int, steps: int, warmup_steps: int,
+                      arms: list) -> dict:
+    """The notebook's live re-run: ``{arm: [loss per step]}`` for the first ``steps`` of
+    one seed (JSON-able, so :func:`~.numerics_paths.run_on_paths` can call it)."""
+    from layernorm_tutorial.lab.large_models import qk_norm
 
-
-def _task(name: str, part=None):
-    """One unit of work in a worker process: a section, or one arm of the QK-norm sweep."""
     torch.set_num_threads(1)
-    start = time.perf_counter()
-    value = _qk_norm([part]) if name == "qk_norm" and part else SECTIONS[name]()
-    return name, part, value, time.perf_counter() - start
+    return {arm: [float(v) for v in qk_norm.qk_run(arm, lr, seed, steps=steps,
+                                                    warmup_steps=warmup_steps)["loss"]]
+            for arm in arms}
 
 
-def _tasks(chosen):
-    from layernorm_tutorial.lab.large_models.qk_norm import QK_ARMS
+def replicate_qk(arms: list, lrs: list, seeds: list, steps: int,
+                 warmup_steps: int) -> dict:
+    """The QK-norm ladder's final losses, ``{arm: {lr: [final loss per seed]}}``, on
+    whatever numerics path this process runs (for :func:`~.numerics_paths.run_on_paths`)."""
+    from layernorm_tutorial.lab.large_models import qk_norm
 
-    for name in chosen:
-        if name == "qk_norm":
-            yield from ((name, arm) for arm in QK_ARMS)
-        elif name != "sequence_parallel":     # it starts its own processes: run it last, here
-            yield name, None
+    torch.set_num_threads(1)
+    return {arm: {str(lr): [qk_norm.qk_run(arm, lr, s, steps=steps,
+                                           warmup_steps=warmup_steps)["final_loss"]
+                            for s in seeds] for lr in lrs} for arm in arms}
 
 
-def build_results(sections=None, progress: bool = True, workers: int = 1) -> dict:
-    """Run the sections (all by default), each single-threaded, in ``workers`` processes
-    (the QK-norm sweep split by arm), and return the results with provenance: command,
-    commit, versions, date, seconds per section (summed over its parts)."""
-    from concurrent.futures import ProcessPoolExecutor
+def _paths() -> dict:
+    """The spread of the live re-run's losses across every numerics path."""
+    target = "layernorm_tutorial.lab.large_models.results:live_check_losses"
+    values = run_on_paths(target, LIVE_CHECK)
+    record = spread_record("QK-norm sweep, first steps' training losses", target,
+                           LIVE_CHECK, values)
+    record["per_arm"] = {arm: spread_record(arm, target, LIVE_CHECK,
+                                            {p: v[arm] for p, v in values.items()}
+                                            )["relative_spread"]
+                         for arm in LIVE_CHECK["arms"]}
+    return record
+
+
+def _replication() -> dict:
+    s = QK_SETTINGS
+    kwargs = {"arms": ["none", "rmsnorm"], "lrs": s["lrs"], "seeds": s["seeds"],
+              "steps": s["steps"], "warmup_steps": s["warmup_steps"]}
+    target = "layernorm_tutorial.lab.large_models.results:replicate_qk"
+    out = run_on_paths(target, kwargs, [REPLICATION_PATH], with_machine=True)
+    record = out[REPLICATION_PATH]
+    return {"path": REPLICATION_PATH, "kwargs": kwargs, "final_loss": record["result"],
+            "machine": record["machine"]}
+
+
+def build_results(sections=None, workers: int = 1) -> dict:
+    """Run the sections (all by default) and return them with the provenance header."""
+    from layernorm_tutorial.lab.large_models import comparisons as cmp
+    from layernorm_tutorial.lab.large_models import deepnorm
+    from layernorm_tutorial.lab.large_models import sequence_parallel as sp
 
     torch.set_num_threads(1)
     chosen = list(sections or SECTIONS)
     data, seconds = {}, {}
-
-    def collect(name, part, value, took):
-        seconds[name] = round(seconds.get(name, 0.0) + took, 1)
-        if name == "qk_norm" and name in data:
-            data[name]["runs"].update(value["runs"])
-        else:
-            data[name] = value
-        if progress:
-            print(f"{name}{' ' + part if part else ''}: {took:.0f} s", flush=True)
-
-    tasks = list(_tasks(chosen))
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            for result in pool.map(_task, *zip(*tasks, strict=True)):
-                collect(*result)
-    else:
-        for task in tasks:
-            collect(*_task(*task))
-    if "sequence_parallel" in chosen:
-        collect(*_task("sequence_parallel"))
-    data = {name: data[name] for name in chosen}
+    s = QK_SETTINGS
+    jobs = []
+    if "architectures" in chosen:
+        jobs.append(("architectures",))
+    if "qk_norm" in chosen:
+        jobs += [("qk", arm, lr) for arm in s["arms"] for lr in s["lrs"]]
+    if "deepnorm" in chosen:
+        jobs += [("deepnorm", arm) for arm in deepnorm.ARMS]
+    if "recipes" in chosen:
+        jobs.append(("recipes",))
+    done = {}
+    for job, value, took in stored_results.run_jobs(_job, jobs, workers,
+                                                    desc="large_models runs"):
+        done[job] = value
+        key = {"qk": "qk_norm"}.get(job[0], job[0])
+        seconds[key] = round(seconds.get(key, 0.0) + took, 1)
+    if "architectures" in chosen:
+        data["architectures"] = done[("architectures",)]
+    if "qk_norm" in chosen:
+        data["qk_norm"] = {"settings": s, "runs": {
+            arm: {str(lr): done[("qk", arm, lr)] for lr in s["lrs"]} for arm in s["arms"]}}
+    if "deepnorm" in chosen:
+        data["deepnorm"] = {"settings": DEEPNORM_SETTINGS,
+                            "runs": {arm: done[("deepnorm", arm)] for arm in deepnorm.ARMS}}
+    if "comparisons" in chosen:
+        data["comparisons"] = _comparisons(workers, seconds)
+    if "recipes" in chosen:
+        data["recipes"] = done[("recipes",)]
+    serial = {"timing": cmp.time_norms, "sequence_parallel": sp.sequence_parallel_check,
+              "paths": _paths, "replication": _replication}
+    for name, fn in serial.items():   # alone: no worker of this command runs beside them
+        if name in chosen:
+            print(f"{name} (alone) ...", file=sys.stderr, flush=True)
+            data[name], seconds[name] = stored_results.timed(fn)
+            seconds[name] = round(seconds[name], 1)
+    data = {name: data[name] for name in SECTIONS if name in data}
     try:
         import transformers
         tf_version = transformers.__version__
     except ImportError:
         tf_version = None
-    provenance = {"command": "python -m layernorm_tutorial.lab.large_models " +
-                  " ".join(sys.argv[1:]),
-                  "commit": _git_commit(),
-                  "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  "torch": torch.__version__, "transformers": tf_version,
-                  "python": platform.python_version(), "machine": platform.machine(),
-                  "threads": 1, "workers": workers, "seconds": seconds}
-    return {"provenance": provenance, **data}
+    command = "python -m layernorm_tutorial.lab.large_models " + " ".join(sys.argv[1:])
+    header = stored_results.provenance(command.strip(), {
+        "sections": chosen, "workers": workers, "threads per job": 1,
+        "transformers": tf_version, "qk_norm": s, "deepnorm": DEEPNORM_SETTINGS,
+        "per_token_map": SHAPE_SETTINGS, "live_check": LIVE_CHECK,
+        "replication_path": REPLICATION_PATH}, seconds)
+    return {**header, **data}
 
 
-def save_results(results: dict, path) -> Path:
-    """Write ``results`` as JSON atomically (the caller checked the path first)."""
-    return write_text_atomically(path, json.dumps(results, indent=1, sort_keys=False) + "\n")
+def save_results(results: dict, path, overwrite: bool = False) -> Path:
+    """Write ``results`` atomically (5 significant digits), refusing to replace a file
+    unless ``overwrite``."""
+    return stored_results.save_results(results, path, overwrite=overwrite)
 
 
 def load_results(path=COMMITTED_PATH) -> dict:
-    """Read the stored results."""
-    with open(path) as f:
-        return json.load(f)
+    """Read the stored results (checks the provenance header)."""
+    return stored_results.load_results(path)
