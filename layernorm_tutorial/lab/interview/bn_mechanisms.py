@@ -1,0 +1,215 @@
+r"""BatchNorm mechanisms that interviewers ask about, each as a small float64 computation.
+
+Nothing here trains a network; every function computes a mechanism at fixed weights, so its
+numbers are the same on any CPU to the digits the chapter prints.
+
+``placement(order)``
+    A Linear layer followed by BN and ReLU in either order: what the next layer receives
+    (mean, standard deviation, fraction of exact zeros per feature) and whether the Linear
+    bias still matters (its gradient).
+``batch_noise(batch_sizes)``
+    The spread of one fixed sample's BN output over random batch-mates: the noise that makes
+    BN a (weak) regularizer, which shrinks like :math:`1/\sqrt{B}`.
+``dropout_variance_shift(p)``
+    Dropout before BN: the running variance learns the training-mode variance
+    :math:`((\sigma^2+\mu^2)/(1-p) - \mu^2)`, so in evaluation, where dropout is the identity,
+    BN's output variance is :math:`\sigma^2` divided by that, not 1 (the "variance shift").
+``weight_scale_invariance(c, lr)``
+    A Linear layer feeding BN: the loss ignores the scale :math:`c` of the weights, the
+    gradient scales as :math:`1/c` and is orthogonal to :math:`W`, so an SGD step on
+    :math:`cW` with rate :math:`c^2\eta` moves the direction exactly as a step on :math:`W`
+    with rate :math:`\eta`: the effective rate of the direction is :math:`\eta/\lVert W\rVert^2`.
+``weight_norm_vs_batch_norm()``
+    Weight normalization (:math:`w = g\,v/\lVert v\rVert`) next to BN on the same layer:
+    both make the layer invariant to the weights' scale; only BN standardizes the outputs and
+    only BN depends on the batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from layernorm_tutorial import functional as LF
+from layernorm_tutorial import nn as lnn
+from layernorm_tutorial import weight_norm as wn
+
+__all__ = ["ORDERS", "placement", "batch_noise", "predicted_batch_noise",
+           "dropout_variance_shift", "predicted_eval_variance", "weight_scale_invariance",
+           "weight_norm_vs_batch_norm"]
+
+F64 = torch.float64
+ORDERS = ("bn_relu", "relu_bn")
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def placement(order: str, *, width: int = 256, batch: int = 4096, in_features: int = 32,
+              weight_scale: float = 1.0, bias: float = 0.5, seed: int = 0) -> dict:
+    """Linear(in_features -> width) then ``"bn_relu"`` (BN, then ReLU) or ``"relu_bn"``.
+
+    Returns, for the tensor ``h`` of shape ``(batch, width)`` that the next layer receives:
+    ``mean`` and ``std`` (averages over features of each feature's batch mean and biased
+    std), ``zero_fraction`` (fraction of exact zeros), ``min_value``; ``bias_grad`` (norm of
+    the Linear bias's gradient for a fixed random upstream gradient) and ``scale_change``
+    (max change of ``h`` when the Linear weight is multiplied by 10).
+    """
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    g = _gen(seed)
+    x = torch.randn(batch, in_features, generator=g, dtype=F64) * 2.0 + 1.0
+    w = torch.randn(width, in_features, generator=g, dtype=F64) * weight_scale
+    b = torch.full((width,), bias, dtype=F64, requires_grad=True)
+    upstream = torch.randn(batch, width, generator=g, dtype=F64)
+
+    def layer(weight):
+        z = x @ weight.T + b                                   # (batch, width)
+        if order == "bn_relu":
+            return torch.relu(LF.batch_norm(z, None, None, training=True))
+        return LF.batch_norm(torch.relu(z), None, None, training=True)
+
+    h = layer(w)
+    (h * upstream).sum().backward()
+    h = h.detach()
+    with torch.no_grad():
+        scale_change = (layer(10 * w) - h).abs().max().item()
+    return {"mean": h.mean(0).mean().item(),
+            "std": h.std(0, correction=0).mean().item(),
+            "zero_fraction": (h == 0).double().mean().item(),
+            "min_value": h.min().item(),
+            "bias_grad": b.grad.norm().item(),
+            "scale_change": scale_change}
+
+
+def predicted_batch_noise(x0: float, batch_size: int) -> float:
+    r"""Delta-method standard deviation of :math:`(x_0-\mu_B)/\sigma_B` for a sample
+    :math:`x_0` among :math:`B-1` standard-normal batch-mates: :math:`\sqrt{(1+x_0^2/2)/B}`
+    (first order in :math:`1/B`)."""
+    return math.sqrt((1 + x0 ** 2 / 2) / batch_size)
+
+
+def batch_noise(batch_sizes=(8, 32, 128, 512), *, x0: float = 1.0, draws: int = 4000,
+                seed: int = 0) -> dict[int, float]:
+    """``{B: std}``: the standard deviation, over ``draws`` random batches, of the
+    training-mode BN output of one fixed value ``x0`` batched with ``B - 1`` standard-normal
+    batch-mates (one feature, so each draw is one BN of a ``(B, 1)`` column)."""
+    g = _gen(seed)
+    out = {}
+    for size in batch_sizes:
+        if size < 2:
+            raise ValueError(f"batch sizes must be at least 2, got {size}")
+        mates = torch.randn(draws, size - 1, generator=g, dtype=F64)
+        col = torch.cat([torch.full((draws, 1), x0, dtype=F64), mates], dim=1)
+        mean = col.mean(1)
+        var = col.var(1, correction=0)
+        z0 = (x0 - mean) / torch.sqrt(var + 1e-5)       # BN's output for x0, per draw
+        out[size] = z0.std().item()
+    return out
+
+
+def predicted_eval_variance(p: float, mean: float = 0.0, var: float = 1.0) -> float:
+    r"""Evaluation-mode output variance of Dropout(p) -> BN when BN's running variance is
+    the training-mode variance of the dropped-out input, :math:`(\sigma^2+\mu^2)/(1-p)-\mu^2`
+    (inverted dropout: kept values are scaled by :math:`1/(1-p)`)."""
+    train_var = (var + mean ** 2) / (1 - p) - mean ** 2
+    return var / train_var
+
+
+def dropout_variance_shift(p: float, *, features: int = 64, batch: int = 1024,
+                           batches: int = 50, mean: float = 0.0, seed: int = 0) -> dict:
+    """Dropout(p) followed by BatchNorm1d: fill the running statistics over ``batches``
+    training-mode batches of ``N(mean, 1)`` inputs (cumulative average, ``momentum=None``),
+    then return the output variance in training mode (``train_var``), in evaluation mode on
+    fresh inputs (``eval_var``), and ``predicted`` (:func:`predicted_eval_variance`)."""
+    if not 0 <= p < 1:
+        raise ValueError(f"p must be in [0, 1), got {p}")
+    # dropout masks come from the global generator: seed it apart from the inputs' own
+    # generator (the same seed for both would correlate the masks with the values)
+    torch.manual_seed(seed + 1_000_003)
+    g = _gen(seed)
+    drop = torch.nn.Dropout(p)
+    bn = lnn.BatchNorm1d(features, momentum=None, affine=False).double()
+
+    def inputs():
+        return torch.randn(batch, features, generator=g, dtype=F64) + mean
+
+    drop.train(), bn.train()
+    with torch.no_grad():
+        for _ in range(batches):
+            train_out = bn(drop(inputs()))
+        drop.eval(), bn.eval()
+        eval_out = bn(drop(inputs()))
+    return {"train_var": train_out.var(0, correction=0).mean().item(),
+            "eval_var": eval_out.var(0, correction=0).mean().item(),
+            "predicted": predicted_eval_variance(p, mean)}
+
+
+def weight_scale_invariance(c: float = 10.0, lr: float = 0.1, *, seed: int = 0) -> dict:
+    r"""Linear (no bias) -> BN (training mode) -> a fixed linear loss, at ``W`` and ``c W``.
+
+    Returns ``loss_change`` (|L(cW) - L(W)|), ``grad_ratio`` (|grad at W| / |grad at cW|,
+    equal to ``c``), ``cosine`` (between the gradient and ``W``: 0), ``norm_growth``
+    (``|W'|^2 - |W|^2 - lr^2 |g|^2`` after one SGD step: 0, the norm only grows) and
+    ``direction_gap`` (max difference between the directions of ``W`` after a step with rate
+    ``lr`` and of ``cW`` after a step with rate ``c^2 lr``: 0)."""
+    g = _gen(seed)
+    x = torch.randn(64, 16, generator=g, dtype=F64)
+    target = torch.randn(64, 8, generator=g, dtype=F64)
+    w = torch.randn(8, 16, generator=g, dtype=F64)
+
+    def loss_and_grad(weight):
+        weight = weight.clone().requires_grad_(True)
+        loss = (LF.batch_norm(x @ weight.T, None, None, training=True, eps=1e-12)
+                * target).sum()
+        loss.backward()
+        return loss.item(), weight.grad
+
+    loss1, g1 = loss_and_grad(w)
+    loss_c, g_c = loss_and_grad(c * w)
+    step1 = w - lr * g1
+    step_c = c * w - c ** 2 * lr * g_c
+
+    def direction(t):
+        return t / t.norm()
+
+    return {"loss_change": abs(loss_c - loss1),
+            "grad_ratio": (g1.norm() / g_c.norm()).item(),
+            "cosine": ((g1 * w).sum() / (g1.norm() * w.norm())).item(),
+            "norm_growth": (step1.norm() ** 2 - w.norm() ** 2
+                            - lr ** 2 * g1.norm() ** 2).item(),
+            "direction_gap": (direction(step1) - direction(step_c)).abs().max().item()}
+
+
+def weight_norm_vs_batch_norm(*, seed: int = 0) -> dict:
+    """One Linear layer (8 -> 4 units) as weight-normalized ``g v / |v|`` and as ``W`` then
+    BN, on a batch of 32. Returns, for each of ``"weight_norm"`` and ``"batch_norm"``:
+    ``mates_change`` (change of sample 0's output when the other samples change),
+    ``input_x10`` (ratio of the output std with the input multiplied by 10 to without),
+    ``v_x10_change`` (change of the output when the weights are multiplied by 10) and
+    ``output_std`` (mean over units of the output's batch std)."""
+    g = _gen(seed)
+    x = torch.randn(32, 8, generator=g, dtype=F64) * 3
+    other = x.clone()
+    other[1:] = torch.randn(31, 8, generator=g, dtype=F64) * 3 + 2
+    v = torch.randn(4, 8, generator=g, dtype=F64)
+    gain = torch.full((4, 1), 1.0, dtype=F64)
+
+    def wn_layer(inp, weight):
+        return inp @ wn.weight_norm(weight, gain, dim=0).T
+
+    def bn_layer(inp, weight):
+        return LF.batch_norm(inp @ weight.T, None, None, training=True)
+
+    out = {}
+    for name, layer in (("weight_norm", wn_layer), ("batch_norm", bn_layer)):
+        y = layer(x, v)
+        out[name] = {
+            "mates_change": (layer(other, v)[0] - y[0]).abs().max().item(),
+            "input_x10": (layer(10 * x, v).std(0) / y.std(0)).mean().item(),
+            "v_x10_change": (layer(x, 10 * v) - y).abs().max().item(),
+            "output_std": y.std(0, correction=0).mean().item(),
+        }
+    return out

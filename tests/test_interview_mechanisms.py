@@ -1,0 +1,220 @@
+"""The mechanisms behind part 1's BatchNorm, LRN, pRMSNorm, AdaIN and test-shift questions,
+and the RMSNorm drill's checker (issue 35, sections 1 and 2)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+from layernorm_tutorial import functional as LF
+from layernorm_tutorial import nn as lnn
+from layernorm_tutorial.lab.interview import bn_mechanisms as bm
+from layernorm_tutorial.lab.interview import classic_norms as cn
+from layernorm_tutorial.lab.interview import distribution_shift as ds
+from layernorm_tutorial.lab.interview import rms_norm_exercises as rms_drill
+from layernorm_tutorial.lab.interview.frozen_batch_norm import (
+    FrozenBatchNorm2d,
+    freeze_batch_norm,
+)
+
+F64 = torch.float64
+
+
+# --------------------------------------------------------------------------- FrozenBatchNorm
+def _trained_bn(channels=3):
+    bn = lnn.BatchNorm2d(channels).double()
+    with torch.no_grad():
+        bn.weight.uniform_(0.5, 2.0)
+        bn.bias.normal_()
+    for _ in range(3):
+        bn(torch.randn(4, channels, 5, 5, dtype=F64) * 2 + 1)
+    return bn
+
+
+def test_frozen_batch_norm_equals_eval_mode_batch_norm_in_any_mode():
+    bn = _trained_bn()
+    frozen = FrozenBatchNorm2d.from_batch_norm(bn)
+    x = torch.randn(2, 3, 4, 4, dtype=F64)
+    expected = LF.batch_norm(x, bn.running_mean, bn.running_var, bn.weight, bn.bias,
+                             training=False, eps=bn.eps)
+    frozen.train()
+    torch.testing.assert_close(frozen(x), expected.detach(), rtol=0, atol=1e-12)
+    assert list(frozen.parameters()) == []
+    assert {name for name, _ in frozen.named_buffers()} == {
+        "weight", "bias", "running_mean", "running_var"}
+    stats = frozen.running_mean.clone()
+    frozen(x * 5 + 3)
+    assert torch.equal(frozen.running_mean, stats)
+
+
+def test_freeze_batch_norm_replaces_nested_modules_and_keeps_the_function():
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3).double(), _trained_bn(),
+                                torch.nn.Sequential(torch.nn.ReLU(), _trained_bn()))
+    model.eval()
+    x = torch.randn(2, 2, 6, 6, dtype=F64)
+    expected = model(x).detach()
+    freeze_batch_norm(model)
+    assert isinstance(model[1], FrozenBatchNorm2d) and isinstance(model[2][1], FrozenBatchNorm2d)
+    model.train()
+    torch.testing.assert_close(model(x), expected, rtol=0, atol=1e-12)
+
+
+def test_frozen_batch_norm_rejects_bad_input():
+    with pytest.raises(ValueError, match="num_features"):
+        FrozenBatchNorm2d(0)
+    with pytest.raises(ValueError, match=r"\(N, 3"):
+        FrozenBatchNorm2d(3)(torch.randn(2, 4, 5, 5))
+    with pytest.raises(ValueError, match="running statistics"):
+        FrozenBatchNorm2d.from_batch_norm(lnn.BatchNorm2d(3, track_running_stats=False))
+
+
+# --------------------------------------------------------------------------- BN mechanisms
+def test_bn_before_relu_makes_the_linear_bias_redundant_and_halves_the_units():
+    before, after = bm.placement("bn_relu"), bm.placement("relu_bn")
+    assert before["bias_grad"] < 1e-10 < 1.0 < after["bias_grad"]
+    assert abs(before["zero_fraction"] - 0.5) < 0.01 and before["min_value"] == 0.0
+    assert abs(before["mean"] - 1 / math.sqrt(2 * math.pi)) < 0.01
+    assert after["zero_fraction"] == 0.0 and after["min_value"] < 0
+    assert abs(after["std"] - 1) < 1e-3 and abs(after["mean"]) < 1e-12
+    assert before["scale_change"] < 1e-5 < after["scale_change"]   # BN after the Linear
+    with pytest.raises(ValueError, match="order"):
+        bm.placement("relu")
+
+
+def test_batch_noise_shrinks_like_one_over_sqrt_batch():
+    noise = bm.batch_noise((16, 256), x0=1.0)
+    for size, std in noise.items():
+        assert std == pytest.approx(bm.predicted_batch_noise(1.0, size), rel=0.1)
+    assert noise[16] / noise[256] == pytest.approx(4.0, rel=0.15)
+
+
+@pytest.mark.parametrize(("p", "mean"), [(0.1, 0.0), (0.5, 0.0), (0.5, 1.0)])
+def test_dropout_before_bn_shifts_the_evaluation_variance_as_predicted(p, mean):
+    shift = bm.dropout_variance_shift(p, mean=mean)
+    assert shift["train_var"] == pytest.approx(1.0, abs=1e-3)
+    assert shift["eval_var"] == pytest.approx(shift["predicted"], rel=0.03)
+    assert bm.dropout_variance_shift(0.0)["eval_var"] == pytest.approx(1.0, rel=0.03)
+    with pytest.raises(ValueError, match="p must be"):
+        bm.dropout_variance_shift(1.0)
+
+
+def test_weights_feeding_bn_are_scale_invariant_with_a_1_over_c_gradient():
+    out = bm.weight_scale_invariance(c=7.0, lr=0.05)
+    assert out["loss_change"] < 1e-9 and abs(out["cosine"]) < 1e-12
+    assert out["grad_ratio"] == pytest.approx(7.0, rel=1e-9)
+    assert abs(out["norm_growth"]) < 1e-9 and out["direction_gap"] < 1e-12
+
+
+def test_weight_norm_is_batch_independent_but_does_not_standardize():
+    out = bm.weight_norm_vs_batch_norm()
+    wn, bn = out["weight_norm"], out["batch_norm"]
+    assert wn["mates_change"] == 0.0 < 0.1 < bn["mates_change"]
+    assert wn["input_x10"] == pytest.approx(10.0) and bn["input_x10"] == pytest.approx(1.0)
+    assert wn["v_x10_change"] < 1e-12 and bn["v_x10_change"] < 1e-5
+    assert bn["output_std"] == pytest.approx(1.0, abs=1e-6) and wn["output_std"] > 1.5
+
+
+# --------------------------------------------------------------------------- test shift
+def test_shift_breaks_running_statistics_and_reestimation_restores_them():
+    bn, train, test = ds.shifted_channels()
+    assert max(ds.channel_stats(bn(train[0]))) < 0.1
+    assert max(ds.channel_stats(bn(test[0]))) > 0.4
+    with ds.test_batch_statistics(bn):
+        assert max(ds.channel_stats(bn(test[0]))) < 1e-4
+    assert not bn.training and bn.running_mean is not None        # restored
+    ds.reestimate_statistics(bn, test)
+    assert max(ds.channel_stats(bn(test[0]))) < 0.1 and not bn.training
+    assert bn.momentum == 0.1 or bn.momentum is None
+
+
+def test_tent_updates_only_the_bn_affine_parameters_and_lowers_the_entropy():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), lnn.BatchNorm1d(8), torch.nn.ReLU(),
+                                torch.nn.Linear(8, 4)).double().eval()
+    x = torch.randn(32, 6, dtype=F64) * 2 + 1
+    out = ds.tent_step(model, x, lr=0.05)
+    assert out["updated"] == ["1.weight", "1.bias"]
+    assert out["entropy_after"] < out["entropy_before"]
+    assert not model[1].training
+    with pytest.raises(ValueError, match="no BatchNorm"):
+        ds.tent_step(torch.nn.Linear(3, 2), torch.randn(2, 3))
+    with pytest.raises(ValueError, match="no BatchNorm"):
+        ds.reestimate_statistics(torch.nn.Linear(3, 2), [torch.randn(2, 3)])
+
+
+# --------------------------------------------------------------------------- classic norms
+@pytest.mark.parametrize("n", [1, 2, 5, 6])
+def test_alexnet_lrn_is_torch_lrn_with_alpha_times_n(n):
+    a = torch.randn(2, 7, 3, 3, dtype=F64) * 10
+    ours = cn.local_response_norm(a, n, k=2.0, alpha=1e-4, beta=0.75)
+    torch.testing.assert_close(ours, TF.local_response_norm(a, n, alpha=n * 1e-4, beta=0.75,
+                                                            k=2.0), rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="at least 3 dims"):
+        cn.local_response_norm(torch.randn(3, 4))
+
+
+def test_partial_rms_error_follows_the_prediction_and_breaks_on_an_outlier():
+    errors = cn.partial_rms_error(hidden=1024)
+    for p, err in errors.items():
+        k = math.ceil(p * 1024)
+        assert err == pytest.approx(cn.predicted_partial_rms_error(k, 1024), rel=0.15, abs=1e-12)
+    outlier = cn.partial_rms_error((0.25, 1.0), outlier=100.0)
+    assert outlier[0.25] > 0.5 and outlier[1.0] == 0.0
+    x = torch.randn(3, 16, dtype=F64)
+    torch.testing.assert_close(cn.partial_rms_norm(x, 1.0, eps=0.0),
+                               LF.rms_norm(x, (16,), eps=0.0))
+    with pytest.raises(ValueError, match="p must be"):
+        cn.partial_rms_norm(x, 0.0)
+
+
+def test_adain_gives_the_content_the_style_statistics():
+    content = torch.randn(2, 3, 8, 8, dtype=F64) * 3 + 1
+    style = torch.randn(2, 3, 5, 5, dtype=F64) * 4 + 2
+    out = cn.adain(content, style)
+    mean_o, std_o = cn.channel_mean_std(out)
+    mean_s, std_s = cn.channel_mean_std(style)
+    torch.testing.assert_close(mean_o, mean_s, rtol=0, atol=1e-12)
+    torch.testing.assert_close(std_o, std_s, rtol=1e-4, atol=0)
+    with pytest.raises(ValueError, match="share"):
+        cn.adain(content, style[:, :2])
+
+
+# --------------------------------------------------------------------------- the drill
+def test_rms_norm_drill_passes_the_reference_and_float32_and_names_every_mistake():
+    assert rms_drill.check_rms_norm(rms_drill.rms_norm_reference).passed
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5)) + 0.7
+    for message in rms_drill._forward_mistakes(x, np.ones(5), 1e-2):
+        def reader(x, gamma, dout, eps, message=message):
+            y, dx, dg = rms_drill.rms_norm_reference(x, gamma, dout, eps)
+            with np.errstate(all="ignore"):
+                return rms_drill._forward_mistakes(x, gamma, eps).get(message, y), dx, dg
+        result = rms_drill.check_rms_norm(reader)
+        assert not result.passed and message in result.message, result.message
+    for label in ("dx", "dgamma"):
+        for message in rms_drill._backward_mistakes(x, np.ones(5), x, 1e-5)[label]:
+            def reader(x, gamma, dout, eps, label=label, message=message):
+                y, dx, dg = rms_drill.rms_norm_reference(x, gamma, dout, eps)
+                grads = {"dx": dx, "dgamma": dg}
+                grads[label] = rms_drill._backward_mistakes(x, gamma, dout, eps)[label][message]
+                return y, grads["dx"], grads["dgamma"]
+            result = rms_drill.check_rms_norm(reader)
+            assert not result.passed and message in result.message, result.message
+
+
+def test_rms_norm_drill_accepts_float32_and_reports_shapes():
+    def float32(x, gamma, dout, eps):
+        outs = rms_drill.rms_norm_reference(x.astype(np.float32), gamma.astype(np.float32),
+                                            dout.astype(np.float32), np.float32(eps))
+        return tuple(np.asarray(o, np.float32) for o in outs)
+
+    assert rms_drill.check_rms_norm(float32).passed
+
+    def dgamma_unsummed(x, gamma, dout, eps):
+        y, dx, _ = rms_drill.rms_norm_reference(x, gamma, dout, eps)
+        return y, dx, dout * y / gamma
+
+    result = rms_drill.check_rms_norm(dgamma_unsummed)
+    assert not result.passed and "dgamma has shape" in result.message
