@@ -24,10 +24,11 @@ def test_bandwidth_bars_per_direction_with_copy_line():
     rows = [dict(implementation=i, shape="8x32", direction=d, gbps=g)
             for d in ("fwd", "bwd") for i, g in (("composite", 1.0), ("torch_native", 3.0))]
     rows.append(dict(implementation="other", shape="4x4", direction="fwd", gbps=9.0))
+    rows.append(dict(implementation="copy", shape="8x32", direction="fwd", gbps=5.0))
     fig = plot_bandwidth(rows, copy_gbps=5.0)
     assert len(fig.axes) == 2
     for ax in fig.axes:
-        assert len(ax.patches) == 2  # only the 8x32 rows
+        assert len(ax.patches) == 2  # only the 8x32 rows, the copy as a line only
         assert "GB/s" in ax.get_xlabel()
         assert len(ax.lines) == 1
     with pytest.raises(ValueError):

@@ -50,15 +50,16 @@ def plot_bandwidth(rows: Sequence[dict], copy_gbps: float, *, shape: str | None 
     """Bars of effective bandwidth (GB/s) per implementation, forward and backward panels.
 
     ``rows``: benchmark rows (dicts with implementation, shape, direction, gbps); only the
-    rows of ``shape`` are drawn (default: the first row's shape). A dashed line marks the
-    copy bandwidth measured in the same run.
+    rows of ``shape`` are drawn (default: the first row's shape), the copy's own row left
+    out: a dashed line marks the copy bandwidth measured in the same run.
     """
     if not rows:
         raise ValueError("rows: expected at least one benchmark row")
     shape = shape or rows[0]["shape"]
     fig, axes = new_figure(1, 2, height=3.0)
     for ax, direction, title in zip(axes, ("fwd", "bwd"), ("forward", "backward"), strict=True):
-        picked = [r for r in rows if r["shape"] == shape and r["direction"] == direction]
+        picked = [r for r in rows if r["shape"] == shape and r["direction"] == direction
+                  and r["implementation"] != "copy"]
         names = [r["implementation"] for r in picked]
         values = [r["gbps"] for r in picked]
         ax.barh(names, values, color="tab:blue")

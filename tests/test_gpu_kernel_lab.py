@@ -1,0 +1,153 @@
+"""The GPU-kernel chapter's helpers: the Triton cell guard, the stored H100 runs read with
+their caveats, the LLM kernel's bytes and predictions, this machine's comparisons."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from layernorm_tutorial import bench
+from layernorm_tutorial.lab.gpu_kernel import cpu_run, h100, llm, platform
+
+try:  # the interpreter must be on before anything imports triton (see test_bench)
+    import layernorm_tutorial.triton_kernels  # noqa: F401
+    HAVE_TRITON = True
+except ImportError:
+    HAVE_TRITON = False
+
+
+# ---- the guard ------------------------------------------------------------------------------
+
+
+def test_marked_cells_print_one_reason_where_triton_is_missing():
+    cell = ["# needs triton\n", "import triton\n"]
+    (line,) = platform.transform(cell, "no module named 'triton'")
+    printed = []
+    exec(line, {"print": printed.append})  # noqa: S102 - the transformer's own output
+    assert printed == [platform.skip_message("no module named 'triton'")]
+    assert "Linux" in printed[0] and "no module named 'triton'" in printed[0]
+    assert platform.transform(cell, None) == cell
+    assert platform.transform(["x = 1\n"], "missing") == ["x = 1\n"]
+    assert platform.transform([], "missing") == []
+
+
+def test_the_guard_is_registered_once():
+    shell = SimpleNamespace(input_transformers_cleanup=[len])
+    for _ in range(2):
+        reason = platform.skip_cells_without_triton(shell)
+    assert len(shell.input_transformers_cleanup) == 2  # the existing hook and one guard
+    guard = shell.input_transformers_cleanup[-1]
+    assert guard(["# needs triton\n", "x\n"]) == (
+        ["# needs triton\n", "x\n"] if reason is None else
+        [f"print({platform.skip_message(reason)!r})\n"])
+    assert (reason is None) == HAVE_TRITON
+
+
+# ---- the stored H100 runs -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return h100.load_runs()
+
+
+def test_the_tie_band_is_the_largest_move_of_unchanged_kernels(runs):
+    first, second = runs
+    moves = h100.run_to_run(first, second)
+    assert len(moves) == 4 * 30  # four unchanged implementations, 30 cases each
+    assert h100.tie_band(first, second) == max(abs(d) for d in moves)
+    assert 0.0 < h100.tie_band(first, second) < 0.1
+    assert h100.run_to_run(first, first) == [0.0] * 120
+
+
+def test_no_l2_sized_or_above_copy_case_counts_as_met(runs):
+    first, second = runs
+    rows = h100.verdicts(second, h100.tie_band(first, second))
+    assert len(rows) == 30
+    for r in rows:
+        ws = h100.working_set_bytes(r["shape"], r["dtype"], r["direction"])
+        if ws <= h100.H100_L2_BYTES:
+            assert r["outcome"] == "fits L2"
+        elif r["ours"] > 1.0:
+            assert r["outcome"] == "above copy"
+        else:
+            assert r["outcome"] == ("met" if r["ours"] >= r["target"] else "not met")
+        if r["liger"] == "tie":
+            assert abs(r["gap"]) <= h100.tie_band(first, second)
+    table = h100.format_verdicts(rows)
+    assert max(len(line) for line in table.splitlines()) <= 80
+    counts = h100.counts(rows)
+    assert all(c["cases"] == 15 for c in counts.values())
+    assert all(c["met"] + c["not met"] + c["above copy"] + c["fits L2"] == 15
+               for c in counts.values())
+
+
+def test_glue_values_are_the_counts(runs):
+    first, second = runs
+    rows = h100.verdicts(second, 0.05)
+    glued = {}
+    values = h100.glue_values(rows, 0.05, {"triton": (2.0, 117.0)},
+                              lambda name, text, display: glued.__setitem__(name, text))
+    assert glued == values and values["h100-tie-band"] == "5.0%"
+    assert values["h100-gap-triton"] == "2 to 117"
+    assert int(values["h100-fwd-met"]) == h100.counts(rows)["fwd"]["met"]
+
+
+def test_launch_gaps_and_changed_cases(runs):
+    first, second = runs
+    lo, hi = h100.launch_gaps_us(second, "triton")
+    assert 0 < lo < hi
+    assert h100.changed(first, first, 0.0) == []
+    moved = h100.changed(first, second, h100.tie_band(first, second))
+    assert all(abs(after / before - 1) > 0.04 for *_, before, after in moved)
+
+
+# ---- the LLM kernel -------------------------------------------------------------------------
+
+
+def test_bytes_table_and_predictions_follow_the_byte_counts():
+    table = llm.bytes_table(torch.bfloat16)
+    assert "add, then RMSNorm                10        12" in table
+    assert "add + RMSNorm fused               8         8" in table
+    fwd, bwd = llm.predict(4096, 4096, torch.bfloat16, 1000.0)
+    assert fwd.fused_bytes == bench.bytes_moved(4096, 4096, torch.bfloat16, "fwd",
+                                                op="add_rms_norm")
+    assert fwd.speedup == pytest.approx(10 / 8, rel=1e-3)
+    assert bwd.speedup == pytest.approx(12 / 8, rel=1e-3)
+    assert fwd.fused_us == pytest.approx(fwd.fused_bytes / 1000.0 / 1e3)
+    text = llm.format_predictions([fwd, bwd], 4096, 4096)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    with pytest.raises(ValueError, match="gbps"):
+        llm.predict(1, 1, torch.float32, 0.0)
+
+
+def test_the_decoder_layer_adds_the_residual_then_normalizes():
+    lines = llm.decoder_layer_lines().splitlines()
+    add = lines.index("hidden_states = residual + hidden_states")
+    assert "layernorm" in lines[add + 2]  # the sum becomes the residual, then is normalized
+
+
+@pytest.mark.skipif(not HAVE_TRITON, reason="needs triton (Linux only)")
+def test_kernel_checks_report_every_case():
+    rows = llm.check_kernels(ns=(17,), dtypes=(torch.float32,), ops=("add_rms_norm",), m=2)
+    (row,) = rows
+    assert row["outputs"] == 5 and row["ok"] and row["torch_error"] < 1e-5
+    assert max(len(line) for line in llm.format_checks(rows).splitlines()) <= 80
+
+
+# ---- this machine's comparisons -------------------------------------------------------------
+
+
+def test_comparisons_use_the_tie_rule():
+    def row(impl, direction, runs_ms):
+        return dict(op="layer_norm", implementation=impl, shape="s", dtype="float32",
+                    direction=direction, runs_ms=runs_ms)
+    rows = [row(i, d, t) for d in ("fwd", "bwd") for i, t in
+            (("compiled", [1.0, 1.0, 1.0]), ("composite", [3.0, 3.1, 2.9]),
+             ("torch", [1.01, 1.1, 0.95]))]
+    out = cpu_run.comparisons(bench.BenchReport(rows=rows))
+    words = {(r["a"], r["b"], r["direction"]): r["word"] for r in out}
+    assert words[("compiled", "composite", "fwd")] == "faster"
+    assert words[("compiled", "torch", "bwd")] == "tie"
+    assert cpu_run.comparisons(bench.BenchReport(rows=rows[:1])) == []
+    assert max(len(line) for line in cpu_run.format_comparisons(out).splitlines()) <= 80
