@@ -4,8 +4,8 @@ Options: ``--out PATH`` (default: the book's ``book/data/large_models_results.js
 ``--force`` to replace an existing file (refused otherwise, before any work starts),
 ``--workers N`` worker processes for the training runs (default: 2 on a machine with two
 cores or more), ``--sections a,b`` to compute only some sections (for a quick check; the
-book needs all). A progress bar counts the jobs and shows the time left; the timing section
-then runs alone.
+book needs all), ``--update`` to keep the file's other sections. A progress bar counts the
+jobs and shows the time left; the timing section then runs alone.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from layernorm_tutorial.lab.large_models.results import (
     COMMITTED_PATH,
     SECTIONS,
     build_results,
+    load_results,
     save_results,
 )
 
@@ -30,6 +31,9 @@ def main(argv=None) -> None:
     parser.add_argument("--force", action="store_true", help="replace the file if it exists")
     parser.add_argument("--workers", type=positive_int, default=default_workers(),
                         help="worker processes for the training runs (each one thread)")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the other sections of the existing --out file "
+                             "(needs --force and --sections)")
     parser.add_argument("--sections", default=None,
                         help=f"comma-separated subset of {', '.join(SECTIONS)}")
     args = parser.parse_args(argv)
@@ -44,7 +48,12 @@ def main(argv=None) -> None:
         check_output_path(args.out, force=args.force)
     except OutputPathError as err:
         parser.error(str(err))
-    results = build_results(sections, workers=args.workers)
+    previous = None
+    if args.update:
+        if not (args.force and sections):
+            parser.error("--update needs --force and --sections")
+        previous = load_results(args.out)
+    results = build_results(sections, workers=args.workers, previous=previous)
     path = save_results(results, args.out, overwrite=args.force)
     print(f"results written to {path.resolve()}")
 

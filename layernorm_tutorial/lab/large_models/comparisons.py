@@ -19,6 +19,7 @@ import torch.nn.functional as TF
 
 from layernorm_tutorial import functional
 from layernorm_tutorial._seeding import seeded
+from layernorm_tutorial.lab.common import claims
 from layernorm_tutorial.lab.common.transformer import TokenTransformer
 from layernorm_tutorial.lab.common.verdict import paired_verdict, seed_plan
 from layernorm_tutorial.lab.large_models.training import train_toy
@@ -31,10 +32,10 @@ __all__ = ["NORMS", "ACCURACY_THRESHOLD", "TIME_THRESHOLD", "LR_GRID", "ALPHAS",
            "timing_summary"]
 
 NORMS = ("layernorm", "rmsnorm", "dyt")
-# Fixed before the runs: a difference smaller than 2 accuracy points is of no practical
-# interest on this task; a norm must be 5% faster (relative time) to count as faster.
-ACCURACY_THRESHOLD = 0.02
-TIME_THRESHOLD = 0.05
+# Registered claims (lab/common/claims.py): a difference smaller than 2 accuracy points is
+# of no practical interest on this task; a norm must save 5% of the time to count as faster.
+ACCURACY_THRESHOLD = claims.threshold("large_models.norms")
+TIME_THRESHOLD = claims.threshold("large_models.time")
 # Six rates, a factor of about 3 apart: wide enough that no norm's chosen rate sits on an
 # edge (the first grid, 3e-3 and 1e-2, had every norm at its top).
 LR_GRID = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
@@ -220,19 +221,18 @@ def time_norms(rows: int = 2048, features: int = 512, rounds: int = 7, repeats: 
 
 def timing_summary(seconds: dict) -> dict:
     """One aggregate per implementation: the per-round ratio ``t_rms / t_ln`` (paired by
-    round), its mean, and the verdict "rms_norm takes less time than layer_norm" on the
-    fraction of layer_norm's time saved, ``1 - t_rms / t_ln`` (threshold
-    :data:`TIME_THRESHOLD`). The rounds are repeated timings on one machine, not seeds:
-    the interval says how stable the ratio is on *this* CPU, nothing about other CPUs.
+    round), its mean, and the registered verdict ``large_models.time`` (the ratio against 1,
+    lower is better, threshold 0.05 of layer_norm's time). The rounds are repeated timings
+    on one machine, not seeds: the interval says how stable the ratio is on *this* CPU,
+    nothing about other CPUs.
     Returns ``{who: {"ratio": [...], "mean_ratio", "median_ms": {...}, "verdict"}}``."""
     out = {}
     for who in ("torch", "package"):
         ln = np.asarray(seconds[f"{who} layer_norm"], float)
         rms = np.asarray(seconds[f"{who} rms_norm"], float)
         ratio = rms / ln
-        verdict = paired_verdict(1 - ratio, np.zeros_like(ratio), threshold=TIME_THRESHOLD,
-                                 claim=f"{who} rms_norm takes less time than {who} "
-                                       "layer_norm (fraction of its time saved)")
+        verdict = claims.judge("large_models.time", ratio, np.ones_like(ratio),
+                               setting=who)
         out[who] = {"ratio": ratio.tolist(), "mean_ratio": float(ratio.mean()),
                     "median_ms": {"layer_norm": 1e3 * float(np.median(ln)),
                                   "rms_norm": 1e3 * float(np.median(rms))},

@@ -29,7 +29,7 @@ __all__ = ["COMMITTED_PATH", "QK_SETTINGS", "DEEPNORM_SETTINGS", "SHAPE_SETTINGS
            "save_results"]
 
 COMMITTED_PATH = stored_results.BOOK_DATA / "large_models_results.json"
-QK_SETTINGS = {"lrs": [1e-2, 3e-2, 1e-1, 3e-1, 1.0], "seeds": [0, 1, 2, 3, 4],
+QK_SETTINGS = {"lrs": [1e-2, 3e-2, 1e-1, 3e-1, 1.0], "seeds": [0, 1, 2, 3, 4, 5, 6, 7],
                "steps": 150, "warmup_steps": 10,
                "arms": ["none", "rmsnorm", "softcap", "zloss", "qkclip"]}
 DEEPNORM_SETTINGS = {"num_layers": 12, "seeds": [0, 1, 2, 3, 4], "steps": 60, "lr": 1e-2,
@@ -206,8 +206,18 @@ def _replication() -> dict:
             "machine": record["machine"]}
 
 
-def build_results(sections=None, workers: int = 1) -> dict:
-    """Run the sections (all by default) and return them with the provenance header."""
+#: The registered claims each section's data judge (stamped into the file).
+CLAIMS_BY_SECTION = {"qk_norm": ("large_models.qk-norm", "large_models.logit-tools"),
+                     "comparisons": ("large_models.norms", "large_models.dyt-alpha"),
+                     "deepnorm": ("large_models.deepnorm",),
+                     "timing": ("large_models.time",)}
+
+
+def build_results(sections=None, workers: int = 1, previous: dict | None = None) -> dict:
+    """Run the sections (all by default) and return them with the provenance header.
+
+    ``previous``: an earlier results document whose other sections are kept (``--update``);
+    its header is kept under ``previous_runs`` with the names of the sections it made."""
     from layernorm_tutorial.lab.large_models import comparisons as cmp
     from layernorm_tutorial.lab.large_models import deepnorm
     from layernorm_tutorial.lab.large_models import sequence_parallel as sp
@@ -250,6 +260,16 @@ def build_results(sections=None, workers: int = 1) -> dict:
             print(f"{name} (alone) ...", file=sys.stderr, flush=True)
             data[name], seconds[name] = stored_results.timed(fn)
             seconds[name] = round(seconds[name], 1)
+    kept = {}
+    if previous is not None:
+        old = {k: v for k, v in previous.items() if k in SECTIONS and k not in data}
+        kept = {"sections": sorted(old), **{k: previous[k] for k in
+                                            ("command", "config", "seconds", "machine")
+                                            if k in previous}}
+        data.update(old)
+        chosen_all = sorted(set(chosen) | set(old))
+    else:
+        chosen_all = chosen
     data = {name: data[name] for name in SECTIONS if name in data}
     try:
         import transformers
@@ -262,7 +282,13 @@ def build_results(sections=None, workers: int = 1) -> dict:
         "transformers": tf_version, "qk_norm": s, "deepnorm": DEEPNORM_SETTINGS,
         "per_token_map": SHAPE_SETTINGS, "live_check": LIVE_CHECK,
         "replication_path": REPLICATION_PATH}, seconds)
-    return {**header, **data}
+    if kept:
+        header["previous_runs"] = [*previous.get("previous_runs", []), kept]
+    from layernorm_tutorial.lab.common import claims
+
+    judged = [c for name in chosen_all for c in CLAIMS_BY_SECTION.get(name, ())]
+    known = {c.id for c in claims.CLAIMS}
+    return claims.stamp({**header, **data}, [c for c in judged if c in known])
 
 
 def save_results(results: dict, path, overwrite: bool = False) -> Path:
