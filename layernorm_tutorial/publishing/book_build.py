@@ -302,7 +302,29 @@ def build_html(root: Path, lang: str, build: Path | None = None, strict: bool = 
                     strict, nitpicky, keep_going)
     if status == 0:
         print(f"{lang} edition: {html_dir(build, lang) / 'index.html'}")
+        if lang != "en":
+            write_translated_notebooks(root, build, lang)
     return status
+
+
+def write_translated_notebooks(root: Path, build: Path, lang: str = "zh") -> Path:
+    """The edition's notebooks (``<build>/<lang>_notebooks/book``, a copy of ``book/``
+    in that language, generated from the English sources and the catalogs) and, in the
+    edition's HTML, each chapter's download button pointing to its translated notebook."""
+    from layernorm_tutorial.publishing.book_i18n.notebooks import write_chinese_book
+
+    folder = build / f"{lang}_notebooks" / "book"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    write_chinese_book(root, folder, force=True)
+    sources = html_dir(build, lang) / "_sources" / "book"
+    replaced = 0
+    for notebook in sorted(folder.glob("*.ipynb")):
+        shipped = sources / notebook.name
+        if shipped.is_file():
+            shutil.copyfile(notebook, shipped)
+            replaced += 1
+    print(f"{lang} notebooks: {folder} ({replaced} download buttons point to them)")
+    return folder
 
 
 def extract_messages(root: Path, output: Path, force: bool = False,
