@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["GPU_SPECS", "KernelModel", "Launch", "Traffic", "before_launch", "format_models",
+__all__ = ["FUSED_OPS", "GPU_SPECS", "FusedLaunch", "FusedModel", "KernelModel", "Launch",
+           "Traffic", "before_launch", "format_fused_predictions", "format_models",
+           "fused_ideal_bytes", "fused_launch", "fused_model", "fused_predictions",
            "ideal_bytes", "kernel_model", "liger_launch", "norm_traffic", "package_launch"]
 
 
@@ -287,4 +289,225 @@ def format_models(models: list[tuple[str, KernelModel]]) -> str:
                      f"{md.in_flight_per_sm / 1024:>13.1f}{md.needed_per_sm / 1024:>10.1f}"
                      f"{md.dram_bytes / md.ideal_bytes:>11.3f}"
                      f"{md.cache_bytes / md.ideal_bytes:>9.2f}{md.predicted_fraction:>10.0%}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The one-source kernels (``triton_kernels.fused``): RMSNorm and the fused residual add + norm.
+# ---------------------------------------------------------------------------------------------
+FUSED_OPS = ("layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm")
+# (full-size arrays, parameter vectors, float32 row statistics) an ideal kernel moves: the
+# same counts as ``bench.bytes_moved`` (a test holds them equal). Forward: x (and r) read,
+# y (and s) written; backward: dy, the normalized input (and ds) read, dx written.
+_FUSED_TRAFFIC = {
+    "layer_norm": {"fwd": (2, 2, 2), "bwd": (3, 3, 2)},
+    "rms_norm": {"fwd": (2, 1, 1), "bwd": (3, 2, 1)},
+    "add_layer_norm": {"fwd": (4, 2, 2), "bwd": (4, 3, 2)},
+    "add_rms_norm": {"fwd": (4, 1, 1), "bwd": (4, 2, 1)},
+}
+# The add and the norm as separate kernels: the add reads x, r and writes s (3 arrays), the
+# norm reads s and writes y (2); backward: the norm's (dy, s in, g out: 3), then g + ds (3).
+_UNFUSED_ARRAYS = {"fwd": 3 + 2, "bwd": 3 + 3}
+# One program per multiprocessor that neither overlaps its loads with its reductions and
+# stores (one stage) nor shares the SM with another program idles the memory system for part
+# of each step. The review of the H100 run (gpu-kernel-audit.md) measured 0.73-0.79 of the
+# copy for such a forward (16K rows); the model takes the midpoint as the duty cycle.
+UNPIPELINED_DUTY = 0.76
+FUSED_FORWARD_PROGRAMS_PER_SM = 4  # as ``triton_kernels.fused`` (a test holds them equal)
+
+
+def fused_ideal_bytes(m: int, n: int, element_size: int, direction: str,
+                      op: str = "add_rms_norm", fused: bool = True) -> int:
+    """The fewest DRAM bytes of ``op`` on an ``(m, n)`` input with parameters of the input's
+    dtype: ``arrays * m*n*s + params * n*s + 4 * stats * m`` (``_FUSED_TRAFFIC``).
+    ``fused=False`` (``add_*`` only): the add and the norm as two kernels, ``_UNFUSED_ARRAYS``
+    full-size arrays. bf16 add + RMSNorm forward: 8 bytes per element fused, 10 unfused."""
+    if op not in _FUSED_TRAFFIC:
+        raise ValueError(f"op: expected one of {FUSED_OPS}, got {op!r}")
+    if direction not in ("fwd", "bwd"):
+        raise ValueError(f"direction: expected 'fwd' or 'bwd', got {direction!r}")
+    arrays, params, stats = _FUSED_TRAFFIC[op][direction]
+    if not fused:
+        if not op.startswith("add_"):
+            raise ValueError(f"op: only the add_* ops have an unfused form, got {op!r}")
+        arrays = _UNFUSED_ARRAYS[direction]
+    return m * n * arrays * element_size + n * params * element_size + 4 * stats * m
+
+
+def _streams(op: str, direction: str) -> int:
+    """Full-size tensors a program streams in from DRAM per step (x, r; dy, x, ds)."""
+    residual = op.startswith("add_")
+    return (1 + residual) if direction == "fwd" else (2 + residual)
+
+
+@dataclass(frozen=True)
+class FusedLaunch:
+    """One launch of a one-source kernel: ``fused.FusedConfig`` plus the compiled resources
+    (``fused_aot`` table) and the persistent grid."""
+
+    kernel: str  # "forward" or "backward"
+    block_n: int
+    num_warps: int
+    rows: int
+    row_fits_block: bool
+    num_stages: int
+    registers: int
+    shared_bytes: int
+    programs: int  # of the persistent grid
+
+
+def fused_launch(kernel: str, n: int, element_size: int, target: str, table_rows: list[dict],
+                 op: str = "add_rms_norm", m: int = 4096) -> FusedLaunch:
+    """The launch ``fused`` makes for rows of ``n`` (``fused.fused_launch_config``), with the
+    registers and shared memory of the heaviest compiled variant of ``op``'s norm in
+    ``table_rows`` (``fused_aot``) and its persistent grid: forward ``min(tiles, SMs x
+    min(resident, FUSED_FORWARD_PROGRAMS_PER_SM))``, backward ``min(tiles, SMs)``."""
+    from .triton_kernels import fused, resources
+
+    cfg = fused.fused_launch_config(n, kernel, element_size)
+    rows = cfg.rows if cfg.row_fits_block else 1
+    rms = "rms" in op
+    dtype = _DTYPE_NAMES[element_size]
+    r = next((x for x in table_rows if x["kernel"] == kernel and x["target"] == target
+              and x["dtype"] == dtype and x["constants"]["BLOCK_N"] == cfg.block_n
+              and x["constants"]["ROW_FITS_BLOCK"] == cfg.row_fits_block
+              and x["constants"]["IS_RMS"] == rms and x["num_warps"] == cfg.num_warps
+              and x["constants"]["NUM_STAGES"] == cfg.num_stages), None)
+    if r is None:
+        raise KeyError(f"no compiled {kernel} configuration {cfg} for {target} {dtype}")
+    shared = r["shared_bytes"] + r["static_shared_bytes"]
+    sms = GPU_SPECS[target]["multiprocessors"]
+    tiles = -(-m // rows)
+    if kernel == "forward":
+        resident = resources.occupancy(r["registers"], cfg.num_warps, shared, target)["programs"]
+        programs = min(tiles, sms * max(1, min(resident, FUSED_FORWARD_PROGRAMS_PER_SM)))
+    else:
+        programs = min(tiles, sms)
+    return FusedLaunch(kernel, cfg.block_n, cfg.num_warps, rows, cfg.row_fits_block,
+                       cfg.num_stages, r["registers"], shared, programs)
+
+
+@dataclass(frozen=True)
+class FusedModel:
+    """What the model says of one launch of a one-source kernel: see ``fused_model``."""
+
+    launch: FusedLaunch
+    op: str
+    target: str
+    m: int
+    n: int
+    element_size: int
+    resident_per_sm: int
+    active_per_sm: float
+    ideal_bytes: int
+    dram_bytes: int
+    cache_bytes: int
+    in_flight_per_sm: float
+    needed_per_sm: float
+    duty: float  # fraction of the time a program has loads outstanding
+    predicted_fraction: float  # of the datasheet peak
+    predicted_gbps: float  # ideal bytes / predicted time
+    predicted_us: float
+
+
+def fused_model(launch: FusedLaunch, m: int, n: int, element_size: int, target: str,
+                op: str = "add_rms_norm", latency_ns: float = DEFAULT_LATENCY_NS) -> FusedModel:
+    r"""The model of one launch of the one-source kernels, as ``kernel_model`` with three
+    changes that follow the kernels' design:
+
+    - bytes in flight per multiprocessor: active programs x ``stages`` tiles (the
+      pipelined loop issues the loads of its next ``stages - 1`` tiles before it waits for
+      the current one's) x ``rows x min(N, BLOCK_N)`` elements x the streamed tensors (x, r
+      forward; dy, x, ds backward);
+    - duty cycle: one stage and at most one program per multiprocessor leave the memory
+      system idle while a tile is reduced and stored: ``UNPIPELINED_DUTY``; otherwise 1;
+    - DRAM bytes: ideal, plus the backward's float32 partial rows (one per program, the
+      programs at most one per SM) written and read back by the one-step reduction; cache
+      traffic (L2): the chunked forward's second read of each row (s or x), the chunked
+      backward's second read of x and dy and its read-modify-write of the partial rows.
+
+    Predicted fraction of peak = ``min(1, in flight / needed) x duty x ideal / (DRAM + cache /
+    L2_SPEEDUP)``; an upper bound, like ``kernel_model``'s (no launch overhead, no tail)."""
+    from .triton_kernels import resources
+
+    spec = GPU_SPECS[target]
+    sms = spec["multiprocessors"]
+    direction = "fwd" if launch.kernel == "forward" else "bwd"
+    occ = resources.occupancy(launch.registers, launch.num_warps, launch.shared_bytes, target)
+    active = min(float(occ["programs"]), launch.programs / sms)
+    streams = _streams(op, direction)
+    tiles_ahead = launch.num_stages
+    step_bytes = launch.rows * min(n, launch.block_n) * element_size * streams
+    in_flight = active * tiles_ahead * step_bytes
+    needed = spec["peak_gbps"] * 1e9 * latency_ns * 1e-9 / sms
+    duty = UNPIPELINED_DUTY if launch.num_stages == 1 and active <= 1.0 else 1.0
+    ideal = fused_ideal_bytes(m, n, element_size, direction, op)
+    dram, cache = ideal, 0
+    slabs = 1 if "rms" in op else 2
+    if direction == "bwd":
+        dram += slabs * 2 * launch.programs * n * PARTIAL_BYTES
+        if not launch.row_fits_block:
+            cache += m * n * 2 * element_size  # x and dy read a second time
+            cache += slabs * 2 * m * n * PARTIAL_BYTES  # partial rows read and written
+    elif not launch.row_fits_block:
+        cache += m * n * element_size  # s (or x) read again by the normalize pass
+    fraction = min(1.0, in_flight / needed) * duty * ideal / (dram + cache / L2_SPEEDUP)
+    gbps = fraction * spec["peak_gbps"]
+    return FusedModel(launch, op, target, m, n, element_size, occ["programs"], active, ideal,
+                      dram, cache, in_flight, needed, duty, fraction, gbps,
+                      ideal / (gbps * 1e9) * 1e6)
+
+
+def fused_predictions(table_rows: list[dict], ns=(1024, 2048, 4096, 8192, 16384, 32768, 65536),
+                      m: int = 4096, element_size: int = 2,
+                      ops=("rms_norm", "add_rms_norm", "add_layer_norm")) -> list[dict]:
+    """The model's predictions for the one-source kernels per ``op``, N, target and
+    direction: predicted fraction of peak, GB/s and microseconds for an ``(m, N)`` input,
+    and, for the fused add, the predicted time of the add and the norm run apart
+    (``unfused_us``: their ideal bytes at the same fraction) and the speed-up."""
+    out = []
+    for target in GPU_SPECS:
+        for op in ops:
+            for n in ns:
+                for kernel, direction in (("forward", "fwd"), ("backward", "bwd")):
+                    md = fused_model(fused_launch(kernel, n, element_size, target, table_rows,
+                                                  op, m), m, n, element_size, target, op)
+                    row = dict(op=op, target=target, n=n, m=m, direction=direction,
+                               block_n=md.launch.block_n, rows=md.launch.rows,
+                               warps=md.launch.num_warps, stages=md.launch.num_stages,
+                               path="resident" if md.launch.row_fits_block else "chunks",
+                               programs=md.launch.programs, registers=md.launch.registers,
+                               shared_bytes=md.launch.shared_bytes,
+                               resident_per_sm=md.resident_per_sm,
+                               kb_in_flight_per_sm=round(md.in_flight_per_sm / 1024, 1),
+                               kb_needed_per_sm=round(md.needed_per_sm / 1024, 1),
+                               dram_over_ideal=round(md.dram_bytes / md.ideal_bytes, 4),
+                               l2_over_ideal=round(md.cache_bytes / md.ideal_bytes, 3),
+                               duty=md.duty, predicted_fraction=round(md.predicted_fraction, 4),
+                               predicted_gbps=round(md.predicted_gbps, 1),
+                               predicted_us=round(md.predicted_us, 2),
+                               bytes_per_element=round(md.ideal_bytes / (m * n), 3))
+                    if op.startswith("add_"):
+                        apart = fused_ideal_bytes(m, n, element_size, direction, op, False)
+                        row["unfused_bytes_per_element"] = round(apart / (m * n), 3)
+                        row["unfused_us"] = round(apart / (md.predicted_gbps * 1e9) * 1e6, 2)
+                        row["speedup"] = round(row["unfused_us"] / row["predicted_us"], 3)
+                    out.append(row)
+    return out
+
+
+def format_fused_predictions(rows: list[dict], target: str = "sm_90") -> str:
+    """Text table of ``fused_predictions`` for one target."""
+    lines = [f"{'op':<15}{'dir':<4}{'N':>6}{'path':>9}{'warps':>6}{'stages':>7}"
+             f"{'progs':>6}{'KB fl/SM':>9}{'DRAM/id':>8}{'L2/id':>6}{'duty':>5}"
+             f"{'pred':>6}{'GB/s':>7}{'us':>8}{'B/elem':>7}{'apart':>6}"]
+    for r in rows:
+        if r["target"] != target:
+            continue
+        apart = f"{r['unfused_bytes_per_element']:>6.0f}" if "unfused_us" in r else f"{'':>6}"
+        lines.append(f"{r['op']:<15}{r['direction']:<4}{r['n']:>6}{r['path']:>9}{r['warps']:>6}"
+                     f"{r['stages']:>7}{r['programs']:>6}{r['kb_in_flight_per_sm']:>9.1f}"
+                     f"{r['dram_over_ideal']:>8.3f}{r['l2_over_ideal']:>6.2f}{r['duty']:>5.2f}"
+                     f"{r['predicted_fraction']:>6.0%}{r['predicted_gbps']:>7.0f}"
+                     f"{r['predicted_us']:>8.1f}{r['bytes_per_element']:>7.1f}{apart}")
     return "\n".join(lines)

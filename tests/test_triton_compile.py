@@ -23,7 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from layernorm_tutorial.triton_kernels import aot, ops, resources
+pytest.importorskip("layernorm_tutorial.triton_kernels",
+                    reason="Triton is not installed (Linux x86-64/aarch64 only)",
+                    exc_type=ImportError)
+
+from layernorm_tutorial.triton_kernels import aot, ops, resources  # noqa: E402
 
 STORED = Path(__file__).resolve().parents[1] / "book" / "data" / "kernel_resources.json"
 MEASURED = ("registers", "shared_bytes", "static_shared_bytes", "local_bytes", "stack_bytes",
@@ -214,3 +218,45 @@ def test_aot_cli_checks_the_output_path_before_compiling(tmp_path, case):
     assert seconds < 30, f"took {seconds:.0f} s: the path must be checked before compiling"
     if case == "existing file":
         assert (tmp_path / "t.json").read_text() == "{}"
+
+
+# ------------------------------------------------------------------------------------------
+# The one-source kernels (fused_aot): the stored table holds the heaviest flag variant of
+# each norm for every launch; the lighter variants of the largest blocks, compiled here,
+# must spill nothing either and need no more shared memory than the heaviest.
+# ------------------------------------------------------------------------------------------
+def _fused_variant_jobs():
+    from layernorm_tutorial.triton_kernels import fused_aot
+
+    largest = {"forward": 16384, "backward": 8192}
+    return [j for j in fused_aot.jobs("all", dtypes=("bf16",), targets=("sm_90",))
+            if j["kernel"] != "reduce" and j["constants"]["ROW_FITS_BLOCK"]
+            and j["constants"]["BLOCK_N"] == largest[j["kernel"]]
+            and (j["kernel"] == "forward" or j["constants"]["HAS_DRES"])]
+
+
+@pytest.fixture(scope="session")
+def fused_variants(tmp_path_factory):
+    from layernorm_tutorial.triton_kernels import fused_aot
+
+    start = time.perf_counter()
+    rows = fused_aot.compile_jobs(_fused_variant_jobs(),
+                                  cache_dir=tmp_path_factory.mktemp("triton_fused_cache"))
+    print(f"compiled {len(rows)} fused variants in {time.perf_counter() - start:.1f} s")
+    return rows
+
+
+def test_fused_flag_variants_of_the_largest_blocks_fit_like_the_heaviest(fused_variants):
+    assert len(fused_variants) == len(_fused_variant_jobs()) > 10
+    bad = {r["label"]: resources.problems(r) for r in fused_variants if resources.problems(r)}
+    assert not bad, bad
+    for kernel in ("forward", "backward"):
+        for rms in (False, True):
+            group = [r for r in fused_variants
+                     if r["kernel"] == kernel and r["constants"]["IS_RMS"] == rms]
+            heaviest = group[0]  # fused_aot lists every flag on first
+            assert all(v for k, v in heaviest["constants"].items()
+                       if k.startswith(("HAS_", "COMPUTE_"))
+                       and not (rms and k in ("HAS_BIAS", "COMPUTE_DB"))), heaviest["label"]
+            assert max(r["shared_bytes"] for r in group) == heaviest["shared_bytes"], [
+                (r["label"], r["shared_bytes"]) for r in group]

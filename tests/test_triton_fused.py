@@ -359,3 +359,20 @@ def test_launch_rule_covers_rows_up_to_64k():
                 assert cfg.rows * cfg.block_n <= max(fused.FUSED_TILE, cfg.block_n)
     assert fused.fused_reduce_block_n(132, 4096) == 16  # 256 partial rows x 16 in one step
     assert fused.fused_reduce_block_n(4, 8) == 16
+
+
+def test_without_triton_the_package_raises_one_clear_import_error():
+    # macOS and Windows have no triton wheel: the kernels package says so in one line, and
+    # the performance model and the tuning command still import (issue 33 item 8).
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['triton'] = None\n"
+            "import layernorm_tutorial.roofline, layernorm_tutorial.kernel_tune\n"
+            "try:\n    import layernorm_tutorial.triton_kernels\n"
+            "except ImportError as err:\n    print(err)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=300).stdout
+    assert out.startswith("the Triton kernels need the triton package (Linux x86-64/aarch64 "
+                          "only)"), out
+    assert out.count("\n") == 1, out

@@ -6,9 +6,12 @@ tables."""
 import pytest
 import torch
 
-import layernorm_tutorial.triton_kernels  # noqa: F401  (interpreter first, see test_bench)
-from layernorm_tutorial import bench, roofline
-from layernorm_tutorial.triton_kernels import resources
+pytest.importorskip("layernorm_tutorial.triton_kernels",
+                    reason="Triton is not installed (Linux x86-64/aarch64 only)",
+                    exc_type=ImportError)  # (also: the interpreter first, see test_bench)
+
+from layernorm_tutorial import bench, roofline  # noqa: E402
+from layernorm_tutorial.triton_kernels import fused, resources  # noqa: E402
 
 
 def test_ideal_bytes_agree_with_the_benchmark():
@@ -96,3 +99,98 @@ def test_target_check_reads_the_kernel_column():
     assert not eager["fwd"]["met"] and not eager["bwd"]["met"]
     table = bench.format_comparison(rows, 100.0)
     assert "Liger" in table and "45 (45%) / 90 (90%)" in table
+
+
+# ------------------------------------------------------------------------------------------
+# The one-source kernels: RMSNorm and the fused residual add + norm
+# ------------------------------------------------------------------------------------------
+FUSED_TABLE = resources.STORED_TABLE.parent / "kernel_fused_resources.json"
+
+
+def test_fused_ideal_bytes_agree_with_the_benchmark_and_count_8_against_10():
+    for op in roofline.FUSED_OPS:
+        for dtype, size in ((torch.float32, 4), (torch.bfloat16, 2)):
+            for direction in ("fwd", "bwd"):
+                assert roofline.fused_ideal_bytes(4096, 1000, size, direction, op) == \
+                    bench.bytes_moved(4096, 1000, dtype, direction, op=op)
+    m, n = 1 << 20, 1 << 16  # large: parameters and statistics vanish per element
+    per_element = {fused_: roofline.fused_ideal_bytes(m, n, 2, "fwd", "add_rms_norm", fused_)
+                   / (m * n) for fused_ in (True, False)}
+    assert per_element[True] == pytest.approx(8, rel=1e-4)
+    assert per_element[False] == pytest.approx(10, rel=1e-4)
+    with pytest.raises(ValueError, match="only the add_"):
+        roofline.fused_ideal_bytes(1, 1, 2, "fwd", "rms_norm", fused=False)
+    with pytest.raises(ValueError, match="op"):
+        roofline.fused_ideal_bytes(1, 1, 2, "fwd", "batch_norm")
+    assert roofline.FUSED_FORWARD_PROGRAMS_PER_SM == fused.FUSED_FORWARD_PROGRAMS_PER_SM
+
+
+def _fused_launch(**kw):
+    base = dict(kernel="backward", block_n=1024, num_warps=8, rows=4, row_fits_block=True,
+                num_stages=2, registers=64, shared_bytes=0, programs=132)
+    base.update(kw)
+    return roofline.FusedLaunch(**base)
+
+
+def test_fused_model_pipelining_partials_and_chunks():
+    m, n = 4096, 1024
+    piped = roofline.fused_model(_fused_launch(), m, n, 2, "sm_90")
+    # one program per SM, two stages of a 4-row tile of dy, s, ds (bf16)
+    assert piped.active_per_sm == 1.0 and piped.duty == 1.0
+    assert piped.in_flight_per_sm == 2 * 4 * 1024 * 2 * 3
+    assert piped.dram_bytes == piped.ideal_bytes + 2 * 132 * n * 4  # one slab for RMSNorm
+    single = roofline.fused_model(_fused_launch(num_stages=1), m, n, 2, "sm_90")
+    assert single.duty == roofline.UNPIPELINED_DUTY
+    assert single.predicted_fraction < piped.predicted_fraction
+    ln = roofline.fused_model(_fused_launch(), m, n, 2, "sm_90", op="add_layer_norm")
+    assert ln.dram_bytes - ln.ideal_bytes == 2 * (piped.dram_bytes - piped.ideal_bytes)
+    more_partials = roofline.fused_model(_fused_launch(programs=264), m, n, 2, "sm_90")
+    assert more_partials.dram_bytes > piped.dram_bytes
+    chunks = roofline.fused_model(_fused_launch(kernel="forward", row_fits_block=False,
+                                                block_n=4096, rows=1), m, 65536, 2, "sm_90")
+    assert chunks.cache_bytes == m * 65536 * 2  # the normalize pass re-reads s
+    resident = roofline.fused_model(_fused_launch(kernel="forward", block_n=65536, rows=1),
+                                    m, 65536, 2, "sm_90")
+    assert resident.cache_bytes == 0 and chunks.predicted_fraction < resident.predicted_fraction
+    assert piped.predicted_us == pytest.approx(
+        piped.ideal_bytes / (piped.predicted_fraction * 3350e9) * 1e6)
+
+
+@pytest.fixture(scope="module")
+def fused_table():
+    return resources.load_table(FUSED_TABLE)
+
+
+def test_fused_table_has_no_spills_and_covers_every_launch(fused_table):
+    rows = fused_table["rows"]
+    bad = [(r["label"], r["target"], r["dtype"], resources.problems(r)) for r in rows
+           if resources.problems(r)]
+    assert not bad, bad[:5]
+    have = {(r["kernel"], r["target"], r["dtype"], r["num_warps"],
+             tuple(sorted(r["constants"].items()))) for r in rows}
+    from layernorm_tutorial.triton_kernels import fused_aot
+
+    want = {(j["kernel"], j["target"], j["dtype"], j["num_warps"],
+             tuple(sorted(j["constants"].items()))) for j in fused_aot.jobs()}
+    assert have == want, (f"missing {sorted(want - have)[:3]}, extra {sorted(have - want)[:3]}"
+                          f": regenerate with {fused_table['command']} --force")
+    for sm, limit in (("sm_80", 164 * 1024), ("sm_90", 228 * 1024)):
+        assert max(r["shared_bytes"] for r in rows if r["target"] == sm) <= limit
+
+
+def test_fused_predictions_per_n(fused_table):
+    rows = roofline.fused_predictions(fused_table["rows"])
+    by = {(r["op"], r["target"], r["n"], r["direction"]): r for r in rows}
+    for target in ("sm_80", "sm_90"):
+        for n in (1024, 4096, 16384, 32768, 65536):
+            fwd = by[("add_rms_norm", target, n, "fwd")]
+            assert fwd["bytes_per_element"] == pytest.approx(8, rel=0.01)
+            assert fwd["unfused_bytes_per_element"] == pytest.approx(10, rel=0.01)
+            assert fwd["speedup"] == pytest.approx(10 / 8, rel=0.01)
+            assert 0 < fwd["predicted_fraction"] <= 1
+            bwd = by[("add_rms_norm", target, n, "bwd")]
+            assert bwd["programs"] <= roofline.GPU_SPECS[target]["multiprocessors"]
+        assert by[("add_rms_norm", target, 65536, "fwd")]["path"] == "chunks"
+        assert by[("add_rms_norm", target, 16384, "fwd")]["path"] == "resident"
+    text = roofline.format_fused_predictions(rows)
+    assert "add_rms_norm" in text and "65536" in text

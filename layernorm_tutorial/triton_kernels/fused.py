@@ -61,10 +61,14 @@ FUSED_MAX_BLOCK_N_BACKWARD = 8192
 FUSED_CHUNK = 4096
 FUSED_TILE = 4096  # elements per tile of short rows (bytes in flight, see ``roofline``)
 FUSED_MAX_ROWS = 16
-# Pipelining depth of the persistent loops: two stages, so one tile's loads are in flight
-# while the previous one is reduced. Rows of 16-bit 16384 (forward) keep one stage: the
-# staging buffer would take 2 x 32 KiB (x and r) of shared memory per stage.
+# Pipelining depth of the persistent loops: two stages, so that one tile's loads are in flight
+# while the previous tile is reduced. The pipeliner stages the loaded tiles in shared memory
+# (cp.async): a stage holds the tile of every streamed tensor (forward: x and r; backward:
+# x, dy and ds), and two stages must fit in FUSED_STAGE_BUDGET bytes (an A100 has 164 KiB per
+# multiprocessor); otherwise one stage (float32 rows of 16384 forward, 8192 backward).
 FUSED_STAGES = 2
+FUSED_STAGE_BUDGET = 128 * 1024
+STREAMED_TENSORS = {"forward": 2, "backward": 3}
 # Programs per multiprocessor of the persistent grids: the forward uses as many as fit (up to
 # this); the backward one per SM (one partial row per SM, the review's rule).
 FUSED_FORWARD_PROGRAMS_PER_SM = 4
@@ -89,9 +93,12 @@ def fused_launch_config(n: int, kernel: str = "forward", element_size: int = 2,
 
     Rows up to the cap (``FUSED_MAX_BLOCK_N`` forward, ``FUSED_MAX_BLOCK_N_BACKWARD``
     backward, or ``max_block_n``) are held in one ``next_power_of_2(n)`` block, ``ROWS``
-    rows per tile so that a tile holds ``FUSED_TILE`` elements; longer rows are walked in
-    chunks of ``min(cap, FUSED_CHUNK)``. Warps: 4 for tiles up to 4096 elements, 8 up to
-    8192, 16 above (and 8 on the chunked paths). Stages: ``FUSED_STAGES``."""
+    rows per tile so that a tile holds ``FUSED_TILE`` elements (at most ``FUSED_MAX_ROWS``
+    rows); longer rows are walked in chunks of ``min(cap, FUSED_CHUNK)``. Warps by tile
+    size: forward 4 below 4096 elements, 8 up to 8192, 16 above; backward 4 below 2048, 8 up
+    to 4096, 16 above; 8 on the chunked paths (fewer warps for the same tile spilled in the
+    ahead-of-time compile, ``fused_aot``). Stages: ``FUSED_STAGES`` when two stages of the
+    streamed tiles fit ``FUSED_STAGE_BUDGET``, else 1."""
     if kernel not in ("forward", "backward"):
         raise ValueError(f"kernel: expected 'forward' or 'backward', got {kernel!r}")
     cap = max_block_n or (FUSED_MAX_BLOCK_N if kernel == "forward"
@@ -99,10 +106,16 @@ def fused_launch_config(n: int, kernel: str = "forward", element_size: int = 2,
     if n <= cap:
         block_n = min(triton.next_power_of_2(max(n, 1)), cap)
         rows = min(max(FUSED_TILE // block_n, 1), FUSED_MAX_ROWS)
-        tile = rows * block_n
-        warps = 4 if tile <= 4096 else 8 if tile <= 8192 else 16
-        return FusedConfig(block_n, warps, rows, True, FUSED_STAGES)
-    return FusedConfig(min(cap, FUSED_CHUNK), 8, 1, False, FUSED_STAGES)
+        fits, tile = True, rows * block_n
+        low = 4096 if kernel == "forward" else 2048
+        warps = 4 if tile < low else 8 if tile <= max(low, 4096 if kernel == "backward"
+                                                       else 8192) else 16
+    else:
+        block_n, rows, fits, warps = min(cap, FUSED_CHUNK), 1, False, 8
+        tile = block_n
+    stage = tile * element_size * STREAMED_TENSORS[kernel]
+    stages = FUSED_STAGES if FUSED_STAGES * stage <= FUSED_STAGE_BUDGET else 1
+    return FusedConfig(block_n, warps, rows, fits, stages)
 
 
 def _multiprocessors(device: torch.device) -> int:
