@@ -364,8 +364,11 @@ def test_verdicts_follow_the_numbers():
         base = {"ln": 0.96, "bn": 0.90 if batch_size <= 8 else 0.97, "none": 0.95}.get(norm, 0.95)
         return base + 0.002 * seed
 
-    def noisy(experiment, norm, batch_size, seed):   # a tie with seed noise: nothing shown
-        return 0.95 + 0.01 * ((seed * (3 if norm == "bn" else 7)) % 5) / 5
+    def noisy(experiment, norm, batch_size, seed, size=0.05):  # a tie with seed noise
+        return 0.95 + size * ((seed * (3 if norm == "bn" else 7)) % 5) / 5
+
+    def small(experiment, norm, batch_size, seed):   # a tie with tiny noise: equivalence
+        return noisy(experiment, norm, batch_size, seed, size=0.01)
 
     rows = analysis.verdict_rows(synthetic_results(acc))
     by_setting = {(r["claim"][:2], r["setting"]): r for r in rows}
@@ -375,13 +378,17 @@ def test_verdicts_follow_the_numbers():
     assert by_setting["2.", "row-by-row RNN, batch 32"]["word"] == "contradicted"
     ln_converges = next(r for r in rows if r["claim"] == "3. CNN: LN does not converge")
     assert ln_converges["word"] == "contradicted"   # synthetic LN fits 98-99 % of its training set
-    # the interval always sits next to the word
-    assert all(r["result"].startswith(r["word"] + ": ") and "[" in r["result"] for r in rows)
+    # the interval always sits next to the word (a ladder row: the bounds of the rate ratio)
+    assert all(r["result"].startswith(r["word"] + ": ")
+               and ("[" in r["result"] or "ratio in (" in r["result"]) for r in rows)
     assert by_setting["1.", "MLP, batch 2"]["result"] == "holds: +6.0 pts [+6.0, +6.0], n = 5"
     table = analysis.verdict_markdown(rows)
     assert table.count("\n") == len(rows) + 1 and "{numref}`fig-evidence-batch-size`" in table
     noise = analysis.verdict_rows(synthetic_results(noisy))
     assert {r["word"] for r in noise if r["claim"].startswith(("1.", "2."))} == {"not shown"}
+    tiny = analysis.verdict_rows(synthetic_results(small))
+    assert {r["word"] for r in tiny if r["claim"].startswith(("1.", "2."))} == {
+        "too small to matter"}
 
 
 def test_rate_ranges_find_the_largest_good_rate_and_the_failure_rate():
@@ -392,9 +399,16 @@ def test_rate_ranges_find_the_largest_good_rate_and_the_failure_rate():
     assert none.largest_good.tolist() == [0.01] * 5 and none.failure.tolist() == [0.03] * 5
     rows = {(r["claim"], r["setting"]): r for r in analysis.rate_rows(doc)}
     key = ("5. LN allows larger learning rates (vs none)",
-           "MLP, batch 32: log2 of the largest rate within 1 pt of the best")
-    assert rows[key]["word"] == "holds"
-    assert rows[key]["verdict"].effect == pytest.approx(math.log2(10))
+           "MLP, batch 32: ratio of the largest rate within 1 pt of the best")
+    v = rows[key]["verdict"]
+    # LN's largest good rate lies in [0.1, 0.3), none's in [0.01, 0.03): ratio in (10/3, 30)
+    assert v.median_low == pytest.approx(math.log2(0.1 / 0.03))
+    assert v.median_high == pytest.approx(math.log2(0.3 / 0.01))
+    # every seed agrees, but five seeds cannot decide a ladder (sign test p >= 0.0625)
+    assert rows[key]["word"] == "not shown" and v.p == pytest.approx(0.0625)
+    assert rows[key]["result"].startswith("not shown: ratio in (3.3, 30)")
+    bounds = analysis.rate_bounds(ln, "failure")
+    assert bounds.tolist() == [[0.1, 0.3]] * 5
 
     def dip(experiment, norm, lr, seed):   # 0.5 pt below the best is still "good"
         best = 0.95 if lr == 0.001 else 0.945
@@ -406,8 +420,13 @@ def test_rate_ranges_find_the_largest_good_rate_and_the_failure_rate():
     def never_fails(experiment, norm, lr, seed):
         return 0.95
 
-    with pytest.raises(ValueError, match="censored"):
-        analysis.rate_rows(synthetic_results(range_acc=never_fails))
+    censored = analysis.rate_range(synthetic_results(range_acc=never_fails), "lr_range_mlp",
+                                   "ln")
+    top = max(censored.rates)
+    # no run failed: the failure rate is only known to lie above the top of the ladder
+    assert analysis.rate_bounds(censored, "failure").tolist() == [[top, math.inf]] * 5
+    with pytest.raises(ValueError, match="field"):
+        analysis.rate_bounds(censored, "best")
 
 
 def test_per_class_verdicts_pair_each_digit_by_seed():

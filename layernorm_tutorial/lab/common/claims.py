@@ -116,7 +116,7 @@ CLAIMS: tuple[Claim, ...] = (
           "evidence_side_results.json", ("init scale 0.5", "init scale 2"), registered=_EV),
     Claim("evidence.7.combining", "evidence", "BN trunk + LN head beats a single norm",
           "test accuracy", "fraction", True, 0.01, "five seeds, each its own split",
-          "evidence_side_results.json", ("vs BN everywhere", "vs LN everywhere"),
+          "evidence_side_results.json", ("vs BN everywhere", "vs LN everywhere", "vs no norm"),
           registered=_EV),
     Claim("evidence.x.recalibrated-bn", "evidence",
           "MLP, batch 256: BN with recalibrated statistics beats LN (post hoc)",
@@ -262,7 +262,7 @@ JUDGED: dict[str, dict] = {
     "evidence_side_results.json": {
         "data_commit": _EV,
         "claims": {"evidence.6.bn-init": "833e4a710d9e",
-                   "evidence.7.combining": "2710a5c71be0"}},
+                   "evidence.7.combining": "b5acc2f09ef7"}},
     "principles_ln_vs_he.json": {
         "data_commit": ("ca7ff54", "2026-11-25T14:46:58+00:00"),
         "claims": {"principles.ln-vs-he": "4aa03fd3ba87"}},

@@ -1,11 +1,14 @@
 """From run records to numbers: per-setting summaries, paired verdicts and the verdict table.
 
-Every comparison is judged by the book's one verdict method,
-:func:`layernorm_tutorial.lab.common.verdict.paired_verdict`: the two arms' values on the same
-reported seeds (same split, same initialization seed) are paired, the effect is the mean
-paired difference oriented so that positive is what the claim predicts, its 95 % Student-t
-interval is printed next to the word, and the word is *holds*, *contradicted* or *not shown*.
-The practical thresholds below are fixed in code before the runs and printed in the chapter.
+Every comparison is judged by the book's one verdict method (version 2,
+:mod:`layernorm_tutorial.lab.common.verdict`): the two arms' values on the same reported seeds
+(same split, same initialization seed) are paired, the effect is the mean paired difference
+oriented so that positive is what the claim predicts, its 95 % Student-t interval is printed
+next to the word, and the word is *holds*, *contradicted*, *too small to matter* or *not
+shown*. Learning-rate ladders are interval-censored (:func:`rate_rows`,
+:func:`~layernorm_tutorial.lab.common.verdict.ladder_verdict`). The thresholds are those of the
+claims registry (:mod:`layernorm_tutorial.lab.common.claims`, ids ``evidence.*``); the verdict
+table marks the verdicts that survive Holm's correction over the chapter (:func:`holm_rows`).
 
 Summaries (:func:`summarize`) are descriptive only (mean, sd over the reported seeds).
 """
@@ -17,7 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layernorm_tutorial.lab.common.verdict import Verdict, paired_verdict
+from layernorm_tutorial.lab.common import claims
+from layernorm_tutorial.lab.common.verdict import (
+    HOLM_MARK,
+    LadderVerdict,
+    Verdict,
+    holm,
+    paired_verdict,
+    rung_bounds,
+)
 from layernorm_tutorial.lab.evidence.results import find_runs
 from layernorm_tutorial.lab.evidence.runner import run_failed
 
@@ -26,16 +37,23 @@ __all__ = ["ACCURACY_THRESHOLD", "GAP_THRESHOLD", "SPEED_THRESHOLD", "RATE_THRES
            "Summary", "values", "summarize", "paired_values", "judge", "steps_to_accuracy",
            "steps_to_90", "RateRangeSummary", "rate_range", "batch_size_curves", "chosen_lr",
            "verdict_cell", "verdict_rows", "side_verdict_rows", "verdict_markdown",
-           "per_class_verdicts"]
+           "per_class_verdicts", "rate_bounds", "rate_rows", "holm_rows"]
 
-# ---- practical thresholds, fixed before the runs --------------------------------------------
-ACCURACY_THRESHOLD = 0.01     # one percentage point of accuracy (about 4.5 test images)
-GAP_THRESHOLD = 0.01          # one point of train-minus-test accuracy gap
-SPEED_THRESHOLD = 1 / 16      # steps to 90 %: one logging interval, as a fraction of the budget
-RATE_THRESHOLD = 1.0          # learning rates: log2 units, i.e. a factor of two
-CONVERGED_TRAIN_ACC = 0.95    # "converged": final training accuracy of at least 95 %
-GOOD_RATE_TOLERANCE = 0.01    # a "good" rate: validation accuracy within one point of the best
-CONVERGENCE_THRESHOLD = 0.9   # validation accuracy that counts as "converged" for claim 5
+# ---- practical thresholds: read from the claims registry -------------------------------------
+# one percentage point of accuracy (about 4.5 test images)
+ACCURACY_THRESHOLD = claims.threshold("evidence.2.rnn")
+# one point of train-minus-test accuracy gap
+GAP_THRESHOLD = claims.threshold("evidence.4.bn-regularizes")
+# steps to 90 %: one logging interval, as a fraction of the budget
+SPEED_THRESHOLD = claims.threshold("evidence.5.ln-speed")
+# learning rates: log2 units, i.e. a factor of two
+RATE_THRESHOLD = claims.threshold("evidence.5.rates")
+# "converged": final training accuracy of at least 95 %
+CONVERGED_TRAIN_ACC = claims.parameter("evidence.3.ln-does-not-converge", "converged_train_acc")
+# a "good" rate: validation accuracy within one point of the best
+GOOD_RATE_TOLERANCE = claims.parameter("evidence.5.rates", "good_rate_tolerance")
+# validation accuracy that counts as "converged" for claim 5
+CONVERGENCE_THRESHOLD = claims.parameter("evidence.5.ln-speed", "validation_accuracy_level")
 THRESHOLDS = {"accuracy": ACCURACY_THRESHOLD, "gap": GAP_THRESHOLD,
               "speed (fraction of the budget)": SPEED_THRESHOLD,
               "learning rate (log2)": RATE_THRESHOLD,
@@ -98,11 +116,18 @@ def paired_values(doc: dict, experiment: str, claimed: str, baseline: str,
 
 def judge(doc: dict, experiment: str, claimed: str, baseline: str, batch_size: int,
           metric: str = "test_acc", threshold: float = ACCURACY_THRESHOLD, claim: str = "",
-          higher_is_better: bool = True) -> Verdict:
-    """``paired_verdict`` of "``claimed`` beats ``baseline``" on ``metric`` at one setting."""
+          higher_is_better: bool = True, claim_id: str = "",
+          exploratory: bool = False) -> Verdict:
+    """``paired_verdict`` of "``claimed`` beats ``baseline``" on ``metric`` at one setting
+    (with ``claim_id``: that claim's registered threshold, direction and status)."""
     a, b = paired_values(doc, experiment, claimed, baseline, batch_size, metric)
+    if claim_id:
+        c = claims.claim(claim_id)
+        threshold, higher_is_better = c.threshold, c.higher_is_better
+        exploratory = exploratory or c.exploratory
     return paired_verdict(a, b, threshold=threshold, claim=claim,
-                          higher_is_better=higher_is_better)
+                          higher_is_better=higher_is_better, claim_id=claim_id,
+                          exploratory=exploratory)
 
 
 def steps_to_accuracy(run: dict, threshold: float = CONVERGENCE_THRESHOLD,
@@ -194,43 +219,56 @@ def rate_range(doc: dict, experiment: str, norm: str,
                             failure)
 
 
-def _rate_verdict(a: RateRangeSummary, b: RateRangeSummary, field: str, claim: str) -> Verdict:
+def rate_bounds(summary: RateRangeSummary, field: str) -> np.ndarray:
+    """Per seed, the bounds ``(lo, hi)`` that the ladder puts on ``field``: the largest good
+    rate lies in ``[rung, next rung)`` (``[top, inf)`` at the top), the failure rate in
+    ``(previous rung, rung]`` (``(top, inf)`` when no run failed: censored). Shape ``(n, 2)``."""
+    if field == "largest_good":
+        return np.array([rung_bounds(summary.rates, x, "last_success")
+                         for x in summary.largest_good])
+    if field == "failure":
+        return np.array([rung_bounds(summary.rates, x if math.isfinite(x) else None,
+                                     "first_failure") for x in summary.failure])
+    raise ValueError(f"field must be 'largest_good' or 'failure', got {field!r}")
+
+
+def _rate_verdict(a: RateRangeSummary, b: RateRangeSummary, field: str, claim: str
+                  ) -> LadderVerdict:
+    """Interval-censored ladder verdict of ``a`` against ``b`` on ``field`` (claim 5)."""
     if a.seeds != b.seeds:
         raise ValueError(f"rate ranges must share their seeds, got {a.seeds} and {b.seeds}")
-    x, y = getattr(a, field), getattr(b, field)
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise ValueError(f"{claim}: a run never failed on the grid (censored {field}); "
-                         "extend the rate range before judging")
-    return paired_verdict(np.log2(x), np.log2(y), threshold=RATE_THRESHOLD, claim=claim)
+    v = claims.judge_ladder("evidence.5.rates", rate_bounds(a, field), rate_bounds(b, field))
+    return LadderVerdict(**{**v.__dict__, "claim": claim})
 
 
 # ---- the verdict table ------------------------------------------------------------------------
 
 
-def verdict_cell(v: Verdict, kind: str = "accuracy") -> str:
+def verdict_cell(v: Verdict | LadderVerdict, kind: str = "accuracy") -> str:
     """The word with its interval, in the unit of ``kind``: ``accuracy``/``gap`` in
-    percentage points, ``steps``, or ``log2`` (learning rates)."""
+    percentage points, ``steps``, or ``log2`` (learning rates: a ladder verdict, printed as
+    the bounds of the rate ratio)."""
     if kind in ("accuracy", "gap"):
         return v.text(digits=1, scale=100, unit=" pts")
     if kind == "steps":
         return v.text(digits=0, unit=" steps")
     if kind == "log2":
-        return v.text(digits=2, unit=" log2")
+        return v.text(digits=2)
     raise ValueError(f"kind must be accuracy, gap, steps or log2, got {kind!r}")
 
 
-def _threshold_text(v: Verdict, kind: str) -> str:
+def _threshold_text(v: Verdict | LadderVerdict, kind: str) -> str:
     if kind in ("accuracy", "gap"):
         return f"{100 * v.threshold:g} pts"
     if kind == "steps":
         return f"{v.threshold:.0f} steps"
-    return f"{v.threshold:g} (×{2 ** v.threshold:g})"
+    return f"×{2 ** v.threshold:g}"
 
 
-def _row(claim: str, setting: str, v: Verdict, kind: str, figure: str) -> dict:
+def _row(claim: str, setting: str, v, kind: str, figure: str) -> dict:
     return {"claim": claim, "setting": setting, "word": v.word,
             "result": verdict_cell(v, kind), "threshold": _threshold_text(v, kind),
-            "figure": figure, "verdict": v}
+            "figure": figure, "verdict": v, "claim_id": v.claim_id}
 
 
 SMALL_BATCH = 8   # claim 1: "small" means at most this many samples
@@ -238,9 +276,9 @@ SMALL_BATCH = 8   # claim 1: "small" means at most this many samples
 
 def verdict_rows(doc: dict) -> list[dict]:
     """The verdict table: one row per (claim, setting) with the word and its interval
-    (``result``), the threshold and the label of the figure that shows it. Effects are
-    test-accuracy differences in percentage points unless the row says otherwise; every
-    comparison is paired by seed (:func:`judge`)."""
+    (``result``), the threshold, the label of the figure that shows it and the registry id
+    (``claim_id``). Effects are test-accuracy differences in percentage points unless the
+    row says otherwise; every comparison is paired by seed (:func:`judge`)."""
     rows = []
     fig_b, fig_cr = "fig-evidence-batch-size", "fig-evidence-cnn-rnn"
     fig_gap, fig_curves = "fig-evidence-gap", "fig-evidence-curves"
@@ -249,35 +287,42 @@ def verdict_rows(doc: dict) -> list[dict]:
         small = b <= SMALL_BATCH
         claim = ("1. MLP: LN beats BN at small batch" if small else
                  "1. MLP: BN beats LN at larger batch")
+        cid = "evidence.1.small-batch" if small else "evidence.1.large-batch"
         winner, loser = ("ln", "bn") if small else ("bn", "ln")
-        v = judge(doc, "mlp_batch_size", winner, loser, b, claim=claim)
+        v = judge(doc, "mlp_batch_size", winner, loser, b, claim=claim, claim_id=cid)
         rows.append(_row(claim, f"MLP, batch {b}", v, "accuracy", fig_b))
     claim = "2. RNN: LN beats BN"
     rows.append(_row(claim, "row-by-row RNN, batch 32",
-                     judge(doc, "rnn", "ln", "bn", 32, claim=claim), "accuracy", fig_cr))
+                     judge(doc, "rnn", "ln", "bn", 32, claim=claim, claim_id="evidence.2.rnn"),
+                     "accuracy", fig_cr))
     # "LN does not converge": LN's final training accuracy below the converged level
     claim = "3. CNN: LN does not converge"
     ln_train = values(find_runs(doc, "cnn", "ln", 32), "train_acc")
-    v = paired_verdict(np.full(ln_train.size, CONVERGED_TRAIN_ACC), ln_train,
-                       threshold=ACCURACY_THRESHOLD, claim=claim)
+    v = claims.judge("evidence.3.ln-does-not-converge",
+                     np.full(ln_train.size, CONVERGED_TRAIN_ACC), ln_train)
+    v = Verdict(**{**v.__dict__, "claim": claim})
     rows.append(_row(claim, f"CNN, LN over (C,H,W): {100 * CONVERGED_TRAIN_ACC:g} % minus "
                      "final train acc.", v, "accuracy", fig_cr))
     for other, label in (("ln", "LN over (C,H,W)"), ("gn", "GN"), ("ln_c", "LN over channels")):
         claim = "3. CNN: BN beats the alternatives"
         rows.append(_row(claim, f"CNN, BN vs {label}",
-                         judge(doc, "cnn", "bn", other, 32, claim=claim), "accuracy", fig_cr))
+                         judge(doc, "cnn", "bn", other, 32, claim=claim,
+                               claim_id="evidence.3.bn-beats"), "accuracy", fig_cr))
     for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN")):
         # positive effect = BN's train-test accuracy gap is smaller than the other's
         for other, label in (("none", "no norm"), ("ln", "LN")):
             claim = f"4. BN regularizes: smaller train-test gap than {label}"
-            v = judge(doc, exp, other, "bn", 32, metric="gap", threshold=GAP_THRESHOLD,
-                      claim=claim)
+            # lower gap is better: the other network's gap minus BN's
+            v = judge(doc, exp, "bn", other, 32, metric="gap", claim=claim,
+                      claim_id="evidence.4.bn-regularizes")
             rows.append(_row(claim, f"{name}, batch 32", v, "gap", fig_gap))
     for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN"), ("rnn", "RNN")):
         budget = find_runs(doc, exp, "ln", 32)[0]["steps"]
         claim = "5. LN speeds up convergence (vs none)"
-        v = judge(doc, exp, "ln", "none", 32, metric="steps_to_90",
-                  threshold=SPEED_THRESHOLD * budget, claim=claim, higher_is_better=False)
+        v = claims.judge("evidence.5.ln-speed",
+                         *paired_values(doc, exp, "ln", "none", 32, "steps_to_90"),
+                         threshold=SPEED_THRESHOLD * budget)
+        v = Verdict(**{**v.__dict__, "claim": claim})
         rows.append(_row(claim, f"{name}, batch 32: steps to 90 % val. acc. "
                          f"(budget {budget})", v, "steps", fig_curves))
     rows += rate_rows(doc)
@@ -286,8 +331,10 @@ def verdict_rows(doc: dict) -> list[dict]:
 
 def rate_rows(doc: dict) -> list[dict]:
     """Claim 5's "LN allows larger learning rates" and BN's "allows higher learning rates"
-    (003.5): log2 of each seed's largest good rate and of its failure rate, paired by seed,
-    against no normalization, for the MLP and the RNN at batch 32."""
+    (003.5): each seed's largest good rate and its failure rate are rungs of a ladder, so
+    they are judged as interval-censored outcomes (:func:`rate_bounds`,
+    :func:`~layernorm_tutorial.lab.common.verdict.ladder_verdict`) against no normalization,
+    paired by seed, for the MLP and the RNN at batch 32."""
     rows = []
     experiments = sorted({r["experiment"] for r in doc["range_runs"]})
     for exp in experiments:
@@ -298,9 +345,17 @@ def rate_rows(doc: dict) -> list[dict]:
             for field, what in (("largest_good", "largest rate within 1 pt of the best"),
                                 ("failure", "rate at which training fails")):
                 v = _rate_verdict(ranges[norm], ranges["none"], field, claim)
-                rows.append(_row(claim, f"{name}, batch 32: log2 of the {what}", v, "log2",
+                rows.append(_row(claim, f"{name}, batch 32: ratio of the {what}", v, "log2",
                                  "fig-evidence-lr"))
     return rows
+
+
+def holm_rows(rows: list[dict]) -> list[dict]:
+    """The rows with ``holm`` (``True`` when the word survives Holm's correction over the
+    confirmatory rows, the chapter's family) and ``result`` prefixed by the mark."""
+    marks = holm([r["verdict"] for r in rows])
+    return [{**r, "holm": m, "result": (f"{HOLM_MARK} " if m else "") + r["result"]}
+            for r, m in zip(rows, marks, strict=True)]
 
 
 def verdict_markdown(rows: list[dict]) -> str:
@@ -322,16 +377,17 @@ def side_verdict_rows(init, combo, scales=(0.5, 2.0)) -> list[dict]:
     for scale in scales:
         j = init.scales.index(scale)
         claim = "6. BN: less sensitive to the initialization (vs none)"
-        v = paired_verdict(init.accuracy[init.norms.index("bn"), j],
-                           init.accuracy[init.norms.index("none"), j],
-                           threshold=ACCURACY_THRESHOLD, claim=claim)
+        v = claims.judge("evidence.6.bn-init", init.accuracy[init.norms.index("bn"), j],
+                         init.accuracy[init.norms.index("none"), j])
+        v = Verdict(**{**v.__dict__, "claim": claim})
         rows.append(_row(claim, f"deep MLP, SGD, init scale {scale:g}", v, "accuracy",
                          "fig-evidence-init-scale"))
     mixed = combo.test_acc[combo.variants.index("BN trunk + LN head")]
     for other in ("BN everywhere", "LN everywhere"):
         claim = "7. Combining: BN trunk + LN head beats a single norm"
-        v = paired_verdict(mixed, combo.test_acc[combo.variants.index(other)],
-                           threshold=ACCURACY_THRESHOLD, claim=claim)
+        v = claims.judge("evidence.7.combining", mixed,
+                         combo.test_acc[combo.variants.index(other)])
+        v = Verdict(**{**v.__dict__, "claim": claim})
         rows.append(_row(claim, f"conv + attention, vs {other}", v, "accuracy",
                          "fig-evidence-combinations"))
     return rows
@@ -340,7 +396,9 @@ def side_verdict_rows(init, combo, scales=(0.5, 2.0)) -> list[dict]:
 def per_class_verdicts(doc: dict, experiment: str, claimed: str, baseline: str,
                        batch_size: int, split: str = "test") -> list[Verdict]:
     """Ten paired verdicts, one per digit: ``claimed`` minus ``baseline`` accuracy on the
-    images of that class of ``split`` (``"test"`` or ``"val"``), paired by seed."""
+    images of that class of ``split`` (``"test"`` or ``"val"``), paired by seed. Exploratory:
+    the breakdown was chosen after the batch-256 results were seen (claim
+    ``evidence.x.per-digit``), so every verdict's text says so."""
     if split not in ("test", "val"):
         raise ValueError(f"split must be 'test' or 'val', got {split!r}")
     a, b = (np.array([r["final"][f"{split}_acc_per_class"]
@@ -349,5 +407,5 @@ def per_class_verdicts(doc: dict, experiment: str, claimed: str, baseline: str,
             for n in (claimed, baseline))
     if a.shape != b.shape:
         raise ValueError(f"{claimed} and {baseline} must share their seeds to pair")
-    return [paired_verdict(a[:, c], b[:, c], threshold=ACCURACY_THRESHOLD,
-                           claim=f"digit {c}") for c in range(a.shape[1])]
+    return [Verdict(**{**claims.judge("evidence.x.per-digit", a[:, c], b[:, c]).__dict__,
+                       "claim": f"digit {c}"}) for c in range(a.shape[1])]
