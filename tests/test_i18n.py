@@ -13,6 +13,7 @@ Plus unit tests of the helpers behind those checks, the build and the language s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -178,12 +179,15 @@ AMBIGUOUS_TIMES = re.compile(
     rf"(?:小|少|低|慢|短|轻)了?\s?{_NUMBER}\s?倍"
     rf"|(?:大|多|高|长)了\s?[^，。；：！？\s]{{0,8}}?倍"
     rf"|(?:缩小|减小|减少|降低|下降|缩短)了?[^，。；：！？]{{0,16}}?倍"
-    rf"|(?:增大|增加|提高|提升|扩大)了?\s?{_NUMBER}\s?倍"
+    rf"|(?:增大|增加|增长|提高|提升|扩大)了?\s?约?\s?{_NUMBER}\s?倍"
 )
+GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`[^`]+`")
 
 
 def ambiguous_times(msgstr: str) -> list[str]:
-    text = catalogs.CODE.sub(" ", catalogs.ROLE.sub(" ", msgstr))
+    """Ambiguous "N 倍" phrases; a glued value counts as a number (it is one)."""
+    text = GLUE_ROLE.sub("2", msgstr)
+    text = catalogs.CODE.sub(" ", catalogs.ROLE.sub(" ", text))
     return [m.group(0) for m in AMBIGUOUS_TIMES.finditer(text)]
 
 
@@ -238,6 +242,107 @@ def test_ambiguity_check_flags_n_times_and_lets_plain_multiples_pass():
     for text in ("是正确值的 3 倍", "只有原来的 1/16", "领先幅度小于两倍标准误", "放大 1000 倍",
                  "缩放 $c$ 倍", "批量大约要扩大到四倍", "乘以 $\\sqrt{3/4}$"):
         assert not ambiguous_times(text), text
+    # the second review's two errors: a glued value between the verb and 倍
+    for text in ("梯度每步增长约 {glue:text}`rnn-factor-ln-impulse` 倍",
+                 "方差每个块增长约 {glue:text}`res-nonorm-growth` 倍"):
+        assert ambiguous_times(text), text
+    for text in ("梯度每步约乘以 {glue:text}`rnn-factor-ln-impulse`",
+                 "每经过一个块，方差约变为原来的 {glue:text}`res-nonorm-growth` 倍"):
+        assert not ambiguous_times(text), text
+
+
+# --------------------------------------------------------------------------------------
+# Random seeds, and link texts that are the titles of their targets
+# --------------------------------------------------------------------------------------
+def bare_seed(msgid: str, msgstr: str) -> bool:
+    """A message about (random) seeds whose Chinese says a bare 种子, not 随机种子."""
+    english = re.sub(r"(?i)seed notes?", " ", _shown(msgid))
+    if not re.search(r"(?i)(?<!\w)seeds?(?!\w)", english) or not catalogs.CJK.search(msgstr):
+        return False
+    return re.search(r"(?<!随机)种子", _shown(msgstr)) is not None
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=_name)
+def test_a_seed_is_a_random_seed(po):
+    problems = [entry.msgid[:60] for entry in catalogs.entries(po)
+                if not entry.fuzzy and bare_seed(entry.msgid, entry.msgstr)]
+    assert not problems, (f"{_name(po)}: a bare 种子 for 'seed' (write 随机种子, STYLE.md): "
+                          + _report(problems))
+
+
+def test_the_seed_check():
+    assert bare_seed("five seeds", "五个种子")
+    assert not bare_seed("five seeds", "五个随机种子")
+    assert not bare_seed("the seed notes", "原始笔记")
+
+
+HEADING = re.compile(r"^\((?P<label>[\w:.-]+)\)=\n#+ (?P<title>.+)$", re.M)
+
+
+def _headings() -> dict[str, str]:
+    """label -> the English title of the heading right after it, and docname -> page title,
+    for every page of the book."""
+    titles = {}
+    for page in sorted((ROOT / "book").iterdir()):
+        if page.suffix == ".ipynb":
+            cells = json.loads(page.read_text(encoding="utf8"))["cells"]
+            text = "\n\n".join("".join(c["source"]) for c in cells
+                                if c["cell_type"] == "markdown")
+        elif page.suffix == ".md":
+            text = page.read_text(encoding="utf8")
+        else:
+            continue
+        first = re.search(r"^# (.+)$", text, re.M)
+        if first:
+            titles[page.stem] = first.group(1).strip()
+        for match in HEADING.finditer(text):
+            titles[match.group("label")] = match.group("title").strip()
+    return titles
+
+
+def _translations() -> dict[str, str]:
+    return {e.msgid: e.msgstr for po in CATALOGS for e in catalogs.entries(po)
+            if e.msgstr and not e.fuzzy}
+
+
+LINK = re.compile(r"\{(?:doc|ref)\}`(?P<text>[^`<]+?)\s*<(?P<target>[^`>]+)>`")
+
+
+def link_text_problems(msgid: str, msgstr: str, titles: dict[str, str],
+                       chinese: dict[str, str]) -> list[str]:
+    """Links whose English text is its target's title but whose Chinese text is not the
+    target's Chinese title."""
+    problems = []
+    english_links = {m.group("target"): m.group("text").strip() for m in LINK.finditer(msgid)}
+    for match in LINK.finditer(msgstr):
+        target, shown = match.group("target"), match.group("text").strip()
+        title = titles.get(target.split("/")[-1]) or titles.get(target)
+        if not title or english_links.get(target) != title:
+            continue
+        want = chinese.get(title)
+        if want and shown != want:
+            problems.append(f"link to {target!r} reads {shown!r}, its title is {want!r}")
+    return problems
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=_name)
+def test_link_texts_are_the_chinese_titles_of_their_targets(po):
+    titles, chinese = _headings(), _translations()
+    problems = [f"{e.msgid[:40]!r}: {p}" for e in catalogs.entries(po) if not e.fuzzy
+                for p in link_text_problems(e.msgid, e.msgstr, titles, chinese)]
+    assert not problems, f"{_name(po)}: " + _report(problems)
+
+
+def test_the_link_text_check():
+    titles = {"rnn": "Layer normalization in recurrent networks"}
+    chinese = {"Layer normalization in recurrent networks": "循环神经网络中的层归一化"}
+    msgid = "See {doc}`Layer normalization in recurrent networks <rnn>`."
+    assert link_text_problems(msgid, "见{doc}`循环网络中的层归一化 <rnn>`。", titles, chinese)
+    assert not link_text_problems(msgid, "见{doc}`循环神经网络中的层归一化 <rnn>`。", titles,
+                                  chinese)
+    # a link whose English text is not the title may say what it likes
+    assert not link_text_problems("See {doc}`that chapter <rnn>`.", "见{doc}`该章 <rnn>`。",
+                                  titles, chinese)
 
 
 # --------------------------------------------------------------------------------------

@@ -41,6 +41,9 @@ from .conftest import REPO_ROOT, SCREENSHOT_DIR, toc_docnames
 pytestmark = pytest.mark.browser
 
 BOOK_DIR = Path(os.environ.get("JUPYTERLAB_BOOK_DIR", REPO_ROOT / "book")).resolve()
+# written by the book build (python -m layernorm_tutorial.publishing.book_build)
+ZH_BOOK_DIR = REPO_ROOT / "_build" / "zh_notebooks" / "book"
+ZH_CHAPTER = "principles"
 # the override the README passes to `jupyter lab`
 LAB_SETTINGS = REPO_ROOT / "book" / ".lab_settings"
 RUN_ALL_CHAPTER = "interview"  # a fast chapter (seconds) for the Run All check
@@ -102,11 +105,22 @@ def _write_settings(settings_dir: Path) -> None:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """``{"url": ..., "token": ...}`` of a JupyterLab serving a copy of the book."""
-    if not BOOK_DIR.is_dir():
-        pytest.fail(f"no notebook folder {BOOK_DIR}", pytrace=False)
+    yield from _serve(tmp_path_factory, BOOK_DIR)
+
+
+@pytest.fixture(scope="module")
+def lab_zh(tmp_path_factory):
+    """The same, serving the Chinese notebooks that the book build wrote."""
+    yield from _serve(tmp_path_factory, ZH_BOOK_DIR)
+
+
+def _serve(tmp_path_factory, book_dir: Path):
+    if not book_dir.is_dir():
+        pytest.fail(f"no notebook folder {book_dir} (the book build writes the Chinese one)",
+                    pytrace=False)
     tmp = tmp_path_factory.mktemp("jupyterlab")
     root = tmp / "book"
-    shutil.copytree(BOOK_DIR, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_build"))
+    shutil.copytree(book_dir, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_build"))
     _write_settings(tmp / "user-settings")
     port, token = _free_port(), os.urandom(12).hex()
     env = dict(
@@ -184,6 +198,16 @@ def _wait_for_idle_kernel(lab) -> None:
 def open_notebook(browser, lab):
     """``open_notebook(name) -> page``: the notebook in a fresh browser context, outside
     requests blocked and recorded in ``page.blocked``."""
+    yield from _opener(browser, lab)
+
+
+@pytest.fixture
+def open_zh_notebook(browser, lab_zh):
+    """:func:`open_notebook` for the Chinese notebooks."""
+    yield from _opener(browser, lab_zh)
+
+
+def _opener(browser, lab):
     contexts = []
 
     def _open(name: str):
@@ -383,3 +407,31 @@ def test_run_all_cells_without_errors(open_notebook, lab):
     assert done, f"Run All did not finish in {RUN_ALL_TIMEOUT_S} s: prompts {run['prompts']}"
     counts = [int(p[1:-2]) for p in run["prompts"]]
     assert counts == list(range(1, len(counts) + 1)), f"cells ran out of order: {counts}"
+
+
+HEADINGS_JS = """
+() => Array.from(document.querySelectorAll(
+    '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell h1, '
+    + '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-MarkdownCell h2'))
+  .map(h => h.innerText.trim())
+"""
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def test_a_chinese_chapter_renders_in_jupyterlab(open_zh_notebook):
+    """The Chinese notebook of one chapter: every markdown cell rendered, its headings in
+    Chinese, no raw MyST, no unresolved reference."""
+    facts = notebook_facts(ZH_BOOK_DIR / f"{ZH_CHAPTER}.ipynb")
+    page = open_zh_notebook(ZH_CHAPTER)
+    state = page.evaluate(WAIT_RENDERED_JS, [facts["cells"], RENDER_TIMEOUT_S * 1000])
+    assert state == "ok", f"Chinese {ZH_CHAPTER}.ipynb did not render: {state}"
+    headings = page.evaluate(HEADINGS_JS)
+    assert headings, "no headings rendered"
+    english = [h for h in headings if not CJK.search(h)]
+    assert len(english) <= len(headings) // 4, f"headings left in English: {english}"
+    cells = page.evaluate(MARKDOWN_CELLS_JS)
+    problems, _ = markdown_problems(cells, facts["figures"])
+    problems += [f"request outside the server (blocked): {u}" for u in page.blocked]
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT_DIR / f"jupyterlab_zh_{ZH_CHAPTER}.png"))
+    assert not problems, "\n".join(problems)

@@ -196,11 +196,30 @@ def _chinese_search_terms_as_a_set() -> None:
         SearchChinese.latin_terms = _TermSet(SearchChinese.latin_terms)
 
 
+def _verdict_words_in_chinese(app, doctree) -> None:
+    """``doctree-read`` (Chinese edition): a glued verdict (``holds: +1.6 ...``) shows the
+    house word (``成立：+1.6 ...``); see :mod:`.verdict_words`."""
+    if not app.config.language or not is_chinese(app.config.language):
+        return
+    from docutils import nodes
+
+    from .verdict_words import to_chinese
+
+    for node in list(doctree.findall(nodes.inline)):
+        if "pasted-text" not in node.get("classes", []):
+            continue
+        text = node.astext()
+        chinese = to_chinese(text)
+        if chinese != text:
+            node.children = [nodes.Text(chinese)]
+
+
 def setup(app):
     _chinese_search_terms_as_a_set()
     app.connect("doctree-read", _reattach_translated_nodes)
     app.add_transform(_table_cells_need_a_source())
     app.connect("doctree-read", _translate_toc_captions)
+    app.connect("doctree-read", _verdict_words_in_chinese)
     app.connect("builder-inited", _share_glue_with_translations)
     app.connect("config-inited", _add_template_and_slot)
     app.add_css_file(STYLESHEET)
