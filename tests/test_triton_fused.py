@@ -19,7 +19,8 @@ pytest.importorskip("layernorm_tutorial.triton_kernels",
 from layernorm_tutorial.triton_kernels import (  # noqa: E402
     add_layer_norm,
     add_rms_norm,
-    fused,  # noqa: E402
+    fused,
+    pipelined_layer_norm,
     rms_norm,
 )
 
@@ -30,7 +31,7 @@ F64 = torch.float64
 # units of the dtype's rounding (fp32 accumulation, one rounding to the dtype).
 TOL = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 FP32_EPS = torch.finfo(torch.float32).eps
-KINDS = ("rms", "add_rms", "add_layer")
+KINDS = ("rms", "layer", "add_rms", "add_layer")
 
 
 def _make(m, n, dtype, *, weight=True, bias=True, seed=0, shape=None):
@@ -59,6 +60,8 @@ def _ours(kind, x, r, w, b, eps):
     n = x.shape[-1]
     if kind == "rms":
         return rms_norm(x, (n,), w, eps), None
+    if kind == "layer":
+        return pipelined_layer_norm(x, (n,), w, b, 1e-5 if eps is None else eps), None
     if kind == "add_rms":
         return add_rms_norm(x, r, (n,), w, eps)
     return add_layer_norm(x, r, (n,), w, b, 1e-5 if eps is None else eps)
@@ -67,14 +70,14 @@ def _ours(kind, x, r, w, b, eps):
 def _norm_ref(kind, s, w, b, eps):
     """torch's norm of ``s`` over the last dim, as ``kind`` asks."""
     n = s.shape[-1]
-    if kind == "add_layer":
+    if kind in ("add_layer", "layer"):
         return F.layer_norm(s, (n,), w, b, 1e-5 if eps is None else eps)
     return F.rms_norm(s, (n,), w, FP32_EPS if eps is None else eps)
 
 
 def _reference(kind, x, r, w, b, eps):
     """``(norm(s), s)`` in torch, ``s = x`` for ``rms``, else ``x + r``."""
-    s = x if kind == "rms" else x + r
+    s = x if kind in ("rms", "layer") else x + r
     return _norm_ref(kind, s, w, b, eps), s
 
 
@@ -94,9 +97,10 @@ def check(kind, x, r, w, b, dy, ds, eps=None, use_y=True, use_s=True):
     """Our forward and every gradient against torch in float64; ``use_y``/``use_s``: which
     outputs feed the loss (the other's gradient is absent, as when a block ignores it)."""
     dtype = x.dtype
-    b = b if kind == "add_layer" else None
+    b = b if kind in ("add_layer", "layer") else None
+    residual = kind.startswith("add_")
     named = [(k, t) for k, t in (("input", x), ("residual", r), ("weight", w), ("bias", b))
-             if t is not None and not (kind == "rms" and k == "residual")]
+             if t is not None and (residual or k != "residual")]
     leaves = [t.detach().clone().requires_grad_() for _, t in named]
     by = dict(zip([k for k, _ in named], leaves, strict=True))
     y, s = _ours(kind, by["input"], by.get("residual"), by.get("weight"), by.get("bias"), eps)
@@ -105,7 +109,7 @@ def check(kind, x, r, w, b, dy, ds, eps=None, use_y=True, use_s=True):
     # torch normalizes x + r rounded to the input's dtype (what the kernel stores and
     # normalizes), in float64, with a graph back to the leaves (the rounding has gradient 1).
     rounded = s_ref = rby["input"]
-    if kind != "rms":
+    if residual:
         rounded = (x + r).double()
         s_ref = rby["input"] + rby["residual"]
         s_ref = s_ref + (rounded - s_ref).detach()
@@ -157,7 +161,8 @@ def test_chunked_path_forced_on_short_rows(kind, dtype, monkeypatch):
 
 @pytest.mark.parametrize("kind,weight,bias", [
     ("rms", False, False), ("add_rms", False, False), ("add_layer", False, False),
-    ("add_layer", True, False), ("add_layer", False, True)])
+    ("add_layer", True, False), ("add_layer", False, True), ("layer", False, False),
+    ("layer", True, False), ("layer", False, True)])
 def test_weight_and_bias_variants_on_tiles_and_chunks(kind, weight, bias, monkeypatch):
     # (True, True) is every other test's case; RMSNorm has no bias.
     check(kind, *_make(6, 50, torch.float32, weight=weight, bias=bias, seed=4))
@@ -327,7 +332,8 @@ def test_gradient_penalty_matches_torch(kind):
     # create_graph=True through our op, then a backward through the gradients: the
     # second-order terms must reach input, residual and weight (float32 vs float64 torch).
     x, r, w, b, _, _ = _make(3, 17, torch.float32, seed=15)
-    b = b if kind == "add_layer" else None
+    b = b if kind in ("add_layer", "layer") else None
+    residual = kind.startswith("add_")
 
     def penalised(fn_kind, dtype, ours):
         ts = [t.detach().to(dtype).requires_grad_() for t in (x, r, w)]
@@ -336,8 +342,8 @@ def test_gradient_penalty_matches_torch(kind):
             y, s = _ours(fn_kind, ts[0], ts[1], ts[2], bb, 1e-5)
         else:
             y, s = _reference(fn_kind, ts[0], ts[1], ts[2], bb, 1e-5)
-        loss = (y * y).sum() + (s * s.detach().cos()).sum() if kind != "rms" else (y * y).sum()
-        leaves = ts if kind != "rms" else [ts[0], ts[2]]
+        loss = (y * y).sum() + (s * s.detach().cos()).sum() if residual else (y * y).sum()
+        leaves = (ts if residual else [ts[0], ts[2]]) + ([bb] if bb is not None else [])
         gx = torch.autograd.grad(loss, leaves[0], create_graph=True)[0]
         return torch.autograd.grad(loss + gx.pow(2).sum(), leaves)
 

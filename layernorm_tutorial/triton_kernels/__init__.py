@@ -72,6 +72,7 @@ from .fused import (  # noqa: E402
     add_rms_norm,
     fused_norm_backward,
     fused_norm_forward,
+    pipelined_layer_norm,
     rms_norm,
 )
 from .ops import (  # noqa: E402  (the backend must be arranged before triton is imported)
@@ -89,6 +90,7 @@ __all__ = [
     "add_rms_norm",
     "fused_norm_backward",
     "fused_norm_forward",
+    "pipelined_layer_norm",
     "rms_norm",
     "MAX_BLOCK_N",
     "TritonLayerNormFunction",

@@ -384,6 +384,19 @@ def rms_norm(input: torch.Tensor, normalized_shape: int | Sequence[int],
     return FusedNormFunction.apply(input, None, shape, weight, None, eps, True)
 
 
+def pipelined_layer_norm(input: torch.Tensor, normalized_shape: int | Sequence[int],
+                         weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                         eps: float = 1e-5) -> torch.Tensor:
+    """``torch.nn.functional.layer_norm`` by the one-source kernels (persistent, pipelined
+    loops; the variant ``IS_RMS=False, HAS_RESIDUAL=False``), next to ``layer_norm`` (the
+    chapter's kernels, measured on the H100) so that the benchmark can compare the two."""
+    if eps is None:  # as torch.nn.functional.layer_norm
+        raise TypeError("eps must be a real number, got None")
+    shape, eps = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
+    _check_device_and_dtype(input, weight=weight, bias=bias)
+    return FusedNormFunction.apply(input, None, shape, weight, bias, eps, False)
+
+
 def add_layer_norm(input: torch.Tensor, residual: torch.Tensor,
                    normalized_shape: int | Sequence[int], weight: torch.Tensor | None = None,
                    bias: torch.Tensor | None = None, eps: float = 1e-5):
@@ -413,4 +426,4 @@ def add_rms_norm(input: torch.Tensor, residual: torch.Tensor,
 
 __all__ = ["SUPPORTED_DTYPES", "FusedConfig", "FusedNormFunction", "add_layer_norm",
            "add_rms_norm", "differentiable_fused_backward", "fused_launch_config",
-           "fused_norm_backward", "fused_norm_forward", "rms_norm"]
+           "fused_norm_backward", "fused_norm_forward", "pipelined_layer_norm", "rms_norm"]
