@@ -340,9 +340,11 @@ def check_outputs(fn: Callable, op: str, m: int, n: int, dtype: torch.dtype,
     return errors
 
 
-def _check_rows(n: int, max_elements: int = 2**24) -> int:
-    """Rows of the correctness check for rows of n features: 16M elements, at most 4096."""
-    return max(1, min(4096, max_elements // n))
+def _check_rows(m: int, n: int, max_elements: int = 2**22) -> int:
+    """Rows of the correctness check for an (m, n) case: all m rows when the case has at
+    most ``max_elements`` elements (4M: 32 MiB per float64 tensor), else as many rows as
+    fit (at least one)."""
+    return m if m * n <= max_elements else max(1, max_elements // n)
 
 
 # ---- timing --------------------------------------------------------------------------------
@@ -591,7 +593,7 @@ def _run(device, shapes, dtypes, implementations, ops, ns, reps, runs, quick, ch
                               (CPU_QUICK_SHAPES if quick else CPU_SHAPES))
             for m, n in plan:
                 _run_case(report, device, op, m, n, dtype, impls, reps, runs, check,
-                          (check_shapes or {}).get(n, _check_rows(n)), say)
+                          (check_shapes or {}).get(n, _check_rows(m, n)), say)
     return report
 
 

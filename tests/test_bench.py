@@ -87,6 +87,13 @@ def test_shape_plan_puts_at_least_256_mib_in_every_tensor_with_the_fewest_rows(d
 # ---- the tie rule ---------------------------------------------------------------------------
 
 
+def test_the_check_runs_on_the_timed_shape_or_a_slice_of_its_rows():
+    assert bench._check_rows(2048, 2048) == 2048
+    assert bench._check_rows(131072, 1024) == 4096
+    assert bench._check_rows(2048, 65536) == 64
+    assert bench._check_rows(4, 2**23) == 1
+
+
 def test_summarize_runs_gives_median_and_relative_range():
     assert bench.summarize_runs([1.0, 1.1, 0.9]) == (1.0, pytest.approx(0.2))
     with pytest.raises(ValueError, match="seconds"):

@@ -151,3 +151,24 @@ def test_comparisons_use_the_tie_rule():
     assert words[("compiled", "torch", "bwd")] == "tie"
     assert cpu_run.comparisons(bench.BenchReport(rows=rows[:1])) == []
     assert max(len(line) for line in cpu_run.format_comparisons(out).splitlines()) <= 80
+
+
+@pytest.mark.skipif(not HAVE_TRITON, reason="needs triton (Linux only)")
+def test_model_rows_put_before_after_and_liger_side_by_side():
+    from layernorm_tutorial.triton_kernels import resources
+
+    data = resources.STORED_TABLE.parent
+    tables = {"after": resources.load_table()["rows"],
+              "before": resources.load_table(data / "kernel_resources_before.json")["rows"],
+              "Liger": resources.load_table(data / "kernel_liger_resources.json")["rows"]}
+    rows = h100.model_rows("backward", "sm_90", tables, ns=(1024, 16384))
+    assert [label for label, _ in rows] == ["before", "after", "Liger"] * 2
+    assert [md.n for _, md in rows] == [1024] * 3 + [16384] * 3
+
+
+def test_tuned_finds_exactly_one_configuration():
+    tune = bench.load_stored("gpu_tune_h100.json")
+    c = h100.tuned(tune, kernel="forward", n=16384, dtype="bf16", num_warps=4)
+    assert c["graph_gbps"] > c["gbps"] > 0
+    with pytest.raises(KeyError, match="match"):
+        h100.tuned(tune, kernel="forward", n=16384)

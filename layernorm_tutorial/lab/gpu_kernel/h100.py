@@ -138,3 +138,31 @@ def glue_values(rows: Sequence[dict], band: float, gaps: dict[str, tuple],
     for name, text in values.items():
         glue(name, text, display=False)
     return values
+
+
+def model_rows(kernel: str, target: str, tables: dict[str, list[dict]],
+               ns: Sequence[int] = (1024, 2048, 4096, 8192, 16384), m: int = 4096,
+               size: int = 2) -> list[tuple]:
+    """``roofline.kernel_model`` of the launches before the redesign, after it and
+    Liger's, per N: ``[(label, KernelModel), ...]``. ``tables``: the compiled resource
+    rows, keys "before", "after", "Liger"."""
+    from layernorm_tutorial import roofline
+
+    out = []
+    for n in ns:
+        launches = (
+            ("before", roofline.before_launch(kernel, n, size, target, tables["before"])),
+            ("after", roofline.package_launch(kernel, n, size, target, tables["after"])),
+            ("Liger", roofline.liger_launch(kernel, n, target, tables["Liger"])))
+        for label, launch in launches:
+            out.append((label, roofline.kernel_model(launch, m, n, size, target)))
+    return out
+
+
+def tuned(tune: dict, **key) -> dict:
+    """The one configuration of the stored tuning sweep that matches ``key`` (kernel, n,
+    dtype, num_warps, ...)."""
+    found = [c for c in tune["configs"] if all(c.get(k) == v for k, v in key.items())]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} tuned configurations match {key}")
+    return found[0]

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,7 +25,9 @@ FUSED_OPS = ("rms_norm", "add_rms_norm", "add_layer_norm")
 
 def decoder_layer_lines() -> str:
     """The residual and norm lines of ``LlamaDecoderLayer.forward`` (transformers)."""
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+    with warnings.catch_warnings():  # tqdm's notebook warning names a site-packages path
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     src = inspect.getsource(LlamaDecoderLayer.forward).splitlines()
     keep = [line.strip() for line in src
