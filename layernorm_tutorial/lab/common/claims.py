@@ -126,6 +126,12 @@ CLAIMS: tuple[Claim, ...] = (
           "MLP, batch 256: BN beats LN on validation and test (post hoc, after the withdrawn "
           "reversal)", "accuracy", "fraction", True, 0.01, _EV_SEEDS, "evidence_results.json",
           ("validation", "test"), exploratory=True, registered=None),
+    Claim("evidence.x.bn-vs-ln-speed", "evidence",
+          "BN reaches 90 % validation accuracy in fewer steps than LN (judged after the fact)",
+          "steps to the validation accuracy level", "fraction of the step budget", False,
+          1 / 16, _EV_SEEDS, "evidence_results.json", ("MLP", "CNN"),
+          parameters=(("validation_accuracy_level", 0.9),), exploratory=True,
+          registered=None),
     Claim("evidence.x.per-digit", "evidence",
           "MLP, batch 256: BN beats LN on one digit (digit chosen after the fact)",
           "per-class accuracy", "fraction", True, 0.01, _EV_SEEDS, "evidence_results.json",
@@ -257,6 +263,7 @@ JUDGED: dict[str, dict] = {
             "evidence.5.rates": "8fd368848399",
             "evidence.x.recalibrated-bn": "dbf7e11bf261",
             "evidence.x.batch-256-splits": "9d1c0f1c9c51",
+            "evidence.x.bn-vs-ln-speed": "dc57c99430ab",
             "evidence.x.per-digit": "f34a25c493d4",
         }},
     "evidence_side_results.json": {

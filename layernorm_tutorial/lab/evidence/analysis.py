@@ -372,7 +372,8 @@ def side_verdict_rows(init, combo, scales=(0.5, 2.0)) -> list[dict]:
     """Verdict rows for the side experiments: claim 6 (BN makes accuracy less sensitive to
     the initialization scale: BN minus no norm at each of ``scales``) from ``init``
     (``bn_init.InitScaleResult``), and claim 7 (BN trunk + LN head beats each single-norm
-    network) from ``combo`` (``combinations.CombinationResult``). Both are paired by seed."""
+    network, and no normalization where that variant was run) from ``combo``
+    (``combinations.CombinationResult``). Both are paired by seed."""
     rows = []
     for scale in scales:
         j = init.scales.index(scale)
@@ -383,8 +384,10 @@ def side_verdict_rows(init, combo, scales=(0.5, 2.0)) -> list[dict]:
         rows.append(_row(claim, f"deep MLP, SGD, init scale {scale:g}", v, "accuracy",
                          "fig-evidence-init-scale"))
     mixed = combo.test_acc[combo.variants.index("BN trunk + LN head")]
-    for other in ("BN everywhere", "LN everywhere"):
-        claim = "7. Combining: BN trunk + LN head beats a single norm"
+    others = [v for v in ("BN everywhere", "LN everywhere", "no norm") if v in combo.variants]
+    for other in others:
+        claim = ("7. Combining: BN trunk + LN head beats a single norm" if other != "no norm"
+                 else "7. Combining: BN trunk + LN head beats no norm")
         v = claims.judge("evidence.7.combining", mixed,
                          combo.test_acc[combo.variants.index(other)])
         v = Verdict(**{**v.__dict__, "claim": claim})

@@ -38,6 +38,7 @@ from layernorm_tutorial.lab.common.verdict import (
 
 __all__ = ["v1_word", "v1_verdict", "rejudge_evidence", "rejudge_principles", "rejudge_rnn",
            "rejudge_residual", "rejudge_large_models", "rejudge_all", "with_holm", "changed",
+           "load_rejudged", "changed_table",
            "COMMITTED_PATH", "COMMAND"]
 
 COMMITTED_PATH = BOOK_DATA / "evidence_rejudged.json"
@@ -124,10 +125,6 @@ def rejudge_evidence(doc: dict, side: dict) -> list[dict]:
         v = r["verdict"]
         old = Verdict(**{**v.__dict__, "word": v1_word(v.low, v.high, v.effect, v.threshold)})
         out.append(_item("evidence", v.claim_id, f"{r['claim']}: {r['setting']}", old, v, _PTS))
-    mixed = combo.test_acc[combo.variants.index("BN trunk + LN head")]
-    out.append(_paired("evidence", "evidence.7.combining",
-                       "7. Combining: BN trunk + LN head vs no norm", mixed,
-                       combo.test_acc[combo.variants.index("no norm")]))
     a, b = analysis.paired_values(doc, "mlp_batch_size", "bn", "ln", 256, "val_acc")
     out.append(_paired("evidence", "evidence.x.batch-256-splits",
                        "MLP, batch 256, BN vs LN, validation", a, b))
@@ -271,6 +268,32 @@ def rejudge_all() -> list[dict]:
 def changed(items: list[dict]) -> list[dict]:
     """The items whose word changed."""
     return [i for i in items if i["changed"]]
+
+
+def load_rejudged(path=COMMITTED_PATH) -> list[dict]:
+    """The stored list (provenance header checked)."""
+    from layernorm_tutorial.lab.common.stored_results import load_results
+
+    return load_results(path)["items"]
+
+
+def changed_table(items: list[dict], width: int = 80) -> str:
+    """The words that changed, one entry per verdict (chapter, setting, old word, new word with
+    its interval), wrapped to ``width`` columns, then a count per chapter."""
+    import textwrap
+
+    lines = []
+    for i in changed(items):
+        lines += textwrap.wrap(f"{i['chapter']}: {i['setting']}", width)
+        lines += textwrap.wrap(f"{i['old']} -> {i['new_text']}", width,
+                               initial_indent="    ", subsequent_indent="      ")
+    counts = {}
+    for i in items:
+        total, moved = counts.get(i["chapter"], (0, 0))
+        counts[i["chapter"]] = (total + 1, moved + i["changed"])
+    lines.append("words changed / stored verdicts: " + ", ".join(
+        f"{c} {m}/{t}" for c, (t, m) in counts.items()))
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
