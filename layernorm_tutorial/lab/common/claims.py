@@ -72,7 +72,7 @@ _EV_SEEDS = "seed_plan(5, 1, first=0): tuning seed 0, reported seeds 1-5; seed =
 _LM_EARLY = ("8ac62eb", "2026-11-25T13:49:47+00:00")
 _LM_DATA = ("4ca9504", "2026-11-25T14:37:03+00:00")
 _RR = ("0858427", "2026-11-25T14:06:15+00:00")
-_LM_QK = None  # set to the commit that registered the eight-seed QK-norm and logit-tool claims
+_LM_QK = ("6418995", "2026-11-26T09:30:48+00:00")  # eight-seed QK-norm, logit tools
 
 CLAIMS: tuple[Claim, ...] = (
     # ---- evidence: "Do the rules of thumb hold?" --------------------------------------------
