@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from layernorm_tutorial.lab.common import claims, verdict
 from layernorm_tutorial.lab.common.transformer import TransformerEncoderBlock
 from layernorm_tutorial.lab.large_models import comparisons, deepnorm, qk_norm, recipes
 from layernorm_tutorial.lab.large_models.__main__ import main as results_main
@@ -117,11 +118,17 @@ def test_tanh_fit_tells_an_s_curve_from_a_line():
     assert line["r2_linear"] > 0.999
 
 
-def test_time_norms_returns_paired_rounds_and_verdicts():
+def test_time_norms_returns_paired_rounds_and_one_summary_per_implementation():
     out = comparisons.time_norms(rows=8, features=16, rounds=5, repeats=1)
     assert all(len(v) == 5 for v in out["seconds"].values())
-    assert set(out["verdicts"]) == {"torch", "package"}
-    assert out["verdicts"]["torch"]["word"] in ("holds", "contradicted", "not shown")
+    assert set(out["summary"]) == {"torch", "package"}
+    for who, s in out["summary"].items():
+        ratio = np.array(out["seconds"][f"{who} rms_norm"]) / \
+            np.array(out["seconds"][f"{who} layer_norm"])
+        np.testing.assert_allclose(s["ratio"], ratio)
+        assert s["mean_ratio"] == pytest.approx(ratio.mean())
+        assert s["verdict"]["word"] in verdict.WORDS
+        assert s["verdict"]["threshold"] == claims.threshold("large_models.time")
 
 
 # ------------------------------------------------------------------ recipes

@@ -90,7 +90,11 @@ def mla_norm_trace(seed: int = 0) -> dict:
     ``router``: the router's score function on a random batch (scores in (0, 1), their sum
     over all experts, the chosen experts' weights summed per token, and
     ``routed_scaling_factor``)."""
-    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+    import warnings
+
+    with warnings.catch_warnings():  # tqdm's notebook warning names a site-packages path
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
     torch.manual_seed(seed)
     config = DeepseekV3Config(**MLA_TINY)

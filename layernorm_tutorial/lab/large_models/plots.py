@@ -14,17 +14,21 @@ import numpy as np
 from layernorm_tutorial.lab.common.figure import new_figure
 
 __all__ = ["qk_curves", "qk_lr_sweep", "deepnorm_curves", "per_token_scatter",
-           "norm_comparison", "gamma_decay", "norm_timing"]
+           "norm_comparison", "gamma_decay", "norm_timing", "depth_growth"]
 
-_ARM_LABEL = {"none": "no QK-norm", "rmsnorm": "QK-norm (RMSNorm)"}
-_COLORS = {"none": "tab:red", "rmsnorm": "tab:blue"}
+_ARM_LABEL = {"none": "no QK-norm", "rmsnorm": "QK-norm (RMSNorm)",
+              "softcap": "soft-capping (50/30)", "zloss": "z-loss (1e-4)",
+              "qkclip": "QK-Clip (tau 100)"}
+_COLORS = {"none": "tab:red", "rmsnorm": "tab:blue", "softcap": "tab:orange",
+           "zloss": "tab:purple", "qkclip": "tab:green"}
 
 
-def qk_curves(qk: dict, lr: float):
+def qk_curves(qk: dict, lr: float, arms=("none", "rmsnorm")):
     """Max attention logit (log scale) and training loss against step at one learning rate,
     one thin line per seed and arm."""
     fig, (ax_logit, ax_loss) = new_figure(1, 2, height=3.2)
-    for arm, by_lr in qk["runs"].items():
+    for arm in arms:
+        by_lr = qk["runs"][arm]
         for i, run in enumerate(by_lr[str(lr)]):
             steps = np.arange(1, len(run["loss"]) + 1)
             label = _ARM_LABEL[arm] if i == 0 else None
@@ -42,15 +46,16 @@ def qk_curves(qk: dict, lr: float):
     return fig
 
 
-def qk_lr_sweep(qk: dict):
+def qk_lr_sweep(qk: dict, arms=("none", "rmsnorm")):
     """Final training loss of every run against the peak learning rate (log scale)."""
     fig, ax = new_figure(height=3.2)
-    for k, (arm, by_lr) in enumerate(qk["runs"].items()):
+    for k, arm in enumerate(arms):
+        by_lr = qk["runs"][arm]
         lrs = sorted(by_lr, key=float)
         for lr in lrs:
             finals = [r["final_loss"] if math.isfinite(r["final_loss"]) else 10.0
                       for r in by_lr[lr]]
-            jitter = 1 + 0.04 * (k - 0.5)
+            jitter = 1 + 0.04 * (k - (len(arms) - 1) / 2)
             ax.scatter([float(lr) * jitter] * len(finals), finals, s=14, color=_COLORS[arm],
                        label=_ARM_LABEL[arm] if lr == lrs[0] else None)
         means = [np.mean([min(r["final_loss"], 10.0) for r in by_lr[lr]]) for lr in lrs]
@@ -144,4 +149,22 @@ def norm_timing(timing: dict):
     ax.invert_yaxis()
     rows, features = timing["shape"]
     ax.set_xlabel(f"forward + backward time per call (ms), ({rows}, {features}) fp32, 1 thread")
+    return fig
+
+
+def depth_growth(curves: list):
+    """Left: the residual stream's standard deviation after each block; right: how much
+    each block moves the stream (``||branch|| / ||x||``), one line per placement
+    (:func:`~layernorm_tutorial.lab.large_models.frontier.depth_growth`)."""
+    fig, (ax_std, ax_rel) = new_figure(1, 2, height=3.2)
+    for c in curves:
+        blocks = np.arange(1, len(c["std"]) + 1)
+        ax_std.plot(blocks, c["std"], label=c["variant"])
+        ax_rel.plot(blocks, c["relative_update"], label=c["variant"])
+    ax_std.set_xlabel("block")
+    ax_std.set_ylabel("std of the residual stream (unitless)")
+    ax_rel.set_xlabel("block")
+    ax_rel.set_ylabel("||branch output|| / ||stream|| (ratio)")
+    ax_rel.set_yscale("log")
+    ax_std.legend(fontsize=8)
     return fig

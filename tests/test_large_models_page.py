@@ -1,0 +1,258 @@
+"""lab/large_models: the logit-stability tools, the QK-norm bound, the sweep summary, the
+chapter's page helpers (tables within their width, registered verdicts, the live check at a
+measured tolerance, the second-path replication) and the frontier mechanisms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+from layernorm_tutorial.lab.common import claims
+from layernorm_tutorial.lab.large_models import comparisons, frontier, page, qk_norm
+from layernorm_tutorial.lab.large_models.results import CLAIMS_BY_SECTION
+from layernorm_tutorial.lab.large_models.sweep import summarize_sweep
+from layernorm_tutorial.nn import RMSNorm
+
+
+# ------------------------------------------------------------------ the QK-norm bound
+def test_qk_norm_bound_is_max_gain_product_times_sqrt_dh_not_the_norm_formula():
+    """The review's counterexample: d_h = 16, gamma_q = gamma_k = 4 e_1, q = k = e_1:
+    the logit is 64 = max|g_q g_k| sqrt(d_h); ||g_q|| ||g_k|| / sqrt(d_h) would say 4."""
+    d_h = 16
+    norm_q, norm_k = RMSNorm(d_h, eps=0.0), RMSNorm(d_h, eps=0.0)
+    e1 = torch.zeros(d_h, dtype=torch.float64)
+    e1[0] = 1.0
+    with torch.no_grad():
+        norm_q.weight.copy_(4 * e1)
+        norm_k.weight.copy_(4 * e1)
+    q_hat = norm_q.double()(e1.clone())
+    k_hat = norm_k.double()(e1.clone())
+    logit = float((q_hat @ k_hat).detach()) / math.sqrt(d_h)
+    bound = float((norm_q.weight * norm_k.weight).abs().max()) * math.sqrt(d_h)
+    wrong = float(norm_q.weight.norm() * norm_k.weight.norm()) / math.sqrt(d_h)
+    assert logit == pytest.approx(64.0) and bound == pytest.approx(64.0)
+    assert wrong == pytest.approx(4.0) and logit > wrong
+
+
+def test_qk_norm_bound_holds_for_random_gains_and_inputs():
+    g = torch.Generator().manual_seed(0)
+    d_h = 8
+    for _ in range(20):
+        gq, gk = torch.randn(d_h, generator=g), torch.randn(d_h, generator=g)
+        q, k = torch.randn(50, d_h, generator=g) * 30, torch.randn(50, d_h, generator=g)
+        qh = gq * q / q.pow(2).mean(-1, keepdim=True).sqrt()
+        kh = gk * k / k.pow(2).mean(-1, keepdim=True).sqrt()
+        z = qh @ kh.T / math.sqrt(d_h)
+        assert float(z.abs().max()) <= float((gq * gk).abs().max()) * math.sqrt(d_h) + 1e-4
+
+
+def test_the_docstring_states_the_corrected_bound():
+    doc = " ".join(qk_norm.__doc__.split())
+    assert r"\max_c |\gamma_{q,c}\,\gamma_{k,c}|\,\sqrt{d_h}" in doc
+    assert "with :math:`d_h = 16` and :math:`\\gamma_q = \\gamma_k = 4e_1` a logit " \
+        "reaches 64" in doc
+
+
+# ------------------------------------------------------------------ logit-stability tools
+def test_logit_tools_mechanisms():
+    out = frontier.logit_tools_check()
+    assert out["softcap_max"] <= out["cap"]
+    assert out["zloss_grad_error"] < 1e-12
+    assert out["clip_before"] > out["tau"]
+    assert out["clip_after"] == pytest.approx(out["tau"], rel=1e-9)
+
+
+def test_zloss_is_the_identity_forward_and_off_in_eval():
+    torch.manual_seed(0)
+    model = qk_norm.QKTransformer(d_model=16, nhead=2, dim_feedforward=16, z_loss=0.1)
+    tokens = torch.randint(0, 16, (2, 8))
+    plain = qk_norm.QKTransformer(d_model=16, nhead=2, dim_feedforward=16)
+    plain.load_state_dict(model.state_dict())
+    torch.testing.assert_close(model(tokens), plain(tokens))
+    model.eval()
+    assert model(tokens).grad_fn is None or "ZLoss" not in type(model(tokens).grad_fn).__name__
+
+
+def test_softcap_bounds_attention_and_output_logits():
+    torch.manual_seed(0)
+    model = qk_norm.QKTransformer(d_model=16, nhead=2, dim_feedforward=16,
+                                  attn_softcap=5.0, final_softcap=3.0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(20)
+    out = model(torch.randint(0, 16, (2, 8)))
+    assert float(out.abs().max()) <= 3.0
+    with pytest.raises(ValueError, match="softcap"):
+        qk_norm.QKAttention(16, 2, softcap=0.0)
+
+
+@pytest.mark.parametrize("arm", list(qk_norm.ARMS))
+def test_every_arm_trains_a_few_steps_deterministically(arm):
+    runs = [qk_norm.qk_run(arm, 1e-2, seed=1, steps=3, d_model=16, nhead=2,
+                           dim_feedforward=16) for _ in range(2)]
+    np.testing.assert_array_equal(runs[0]["loss"], runs[1]["loss"])
+    assert runs[0]["max_logit"].shape == (3,) and runs[0]["clipped"] >= 0
+
+
+def test_qk_run_rejects_an_unknown_arm():
+    with pytest.raises(ValueError, match="arm"):
+        qk_norm.qk_run("layerscale", 1e-2, 0, steps=1)
+
+
+def test_qk_clip_at_a_large_learning_rate_clips_heads():
+    run = qk_norm.qk_run("qkclip", 1.0, seed=0, steps=20, d_model=16, nhead=2,
+                         dim_feedforward=16, qk_clip_tau=5.0)
+    assert run["clipped"] > 0
+
+
+def test_first_diverged_lr_brackets_the_critical_rate():
+    assert qk_norm.first_diverged_lr({0.01: 1.0, 0.1: 2.9, 0.3: math.inf}) == 0.1
+    assert qk_norm.first_diverged_lr({0.01: 1.0}) == math.inf
+
+
+# ------------------------------------------------------------------ the sweep summary
+def _qk(final):
+    """A stored-looking qk section from ``{arm: {lr: [final per seed]}}``."""
+    lrs = sorted({lr for by in final.values() for lr in by})
+    n = len(next(iter(next(iter(final.values())).values())))
+    runs = {arm: {str(lr): [{"final_loss": x, "accuracy": 0.5, "max_logit": [1.0, 2.0],
+                             "loss": [3.0]} for x in by[lr]] for lr in lrs}
+            for arm, by in final.items()}
+    return {"settings": {"lrs": lrs, "seeds": list(range(n))}, "runs": runs}
+
+
+def test_sweep_counts_divergences_and_brackets_each_seed():
+    ok, bad = 1.0, 5.0
+    qk = _qk({"none": {0.01: [ok] * 6, 0.1: [bad] * 6, 1.0: [bad] * 6},
+              "rmsnorm": {0.01: [ok] * 6, 0.1: [ok] * 6, 1.0: [ok] * 5 + [None]}})
+    sweep = summarize_sweep(qk)
+    assert sweep.diverged("none", 0.1) == 6 and sweep.diverged("rmsnorm", 1.0) == 1
+    assert sweep.bounds("none") == [(0.01, 0.1)] * 6
+    assert sweep.bounds("rmsnorm")[0] == (1.0, math.inf)
+    assert sweep.bounds("rmsnorm")[5] == (0.1, 1.0)
+    assert sweep.brackets("none") == "(0.01, 0.1] x6"
+    assert all(len(line) <= 72 for line in sweep.table().splitlines())
+    v = sweep.judge("large_models.qk-norm", "rmsnorm")
+    assert v.median_low >= 0 and v.n == 6
+
+
+def test_sweep_rejects_a_missing_rate():
+    qk = _qk({"none": {0.01: [1.0] * 5}})
+    qk["settings"]["lrs"].append(0.1)
+    with pytest.raises(KeyError, match="0.1"):
+        summarize_sweep(qk)
+
+
+# ------------------------------------------------------------------ comparisons
+def test_choose_lr_takes_the_best_mean_and_the_smaller_on_ties():
+    assert comparisons.choose_lr({"0.01": [0.5, 0.7], "0.1": [0.9, 0.1]}) == 0.01
+    assert comparisons.choose_lr({0.03: [0.2], 0.01: [0.9], 0.1: [0.95]}) == 0.1
+    with pytest.raises(ValueError, match="tuning"):
+        comparisons.choose_lr({})
+
+
+def test_thresholds_come_from_the_registry():
+    assert comparisons.ACCURACY_THRESHOLD == claims.threshold("large_models.norms")
+    assert comparisons.TIME_THRESHOLD == claims.threshold("large_models.time")
+    for ids in CLAIMS_BY_SECTION.values():
+        assert all(cid.startswith("large_models.") for cid in ids)
+
+
+# ------------------------------------------------------------------ page helpers
+def test_tuning_table_marks_the_choice_and_an_edge():
+    main = {"lr_grid": [0.01, 0.1, 1.0],
+            "tuning": {"layernorm": {"0.01": [0.1], "0.1": [0.9], "1.0": [0.2]},
+                       "dyt": {"0.01": [0.1], "0.1": [0.2], "1.0": [0.3]}},
+            "lr": {"layernorm": 0.1, "dyt": 1.0}}
+    text = page.tuning_table(main)
+    lines = text.splitlines()
+    assert "0.900*" in lines[1] and lines[1].endswith("0.1")
+    assert lines[2].endswith("1 (edge)")
+    assert all(len(line) <= page.WIDTH for line in lines)
+
+
+def test_norm_verdicts_use_the_registered_claim():
+    main = {"accuracy": {"layernorm": [0.5] * 5, "rmsnorm": [0.6, 0.62, 0.61, 0.6, 0.63],
+                         "dyt": [0.2, 0.21, 0.2, 0.22, 0.2]}}
+    v = page.norm_verdicts(main)
+    assert v["rmsnorm"].word == "holds" and v["dyt"].word == "contradicted"
+    assert v["rmsnorm"].claim_id == "large_models.norms"
+
+
+def _results_for_live(stored_losses, per_arm):
+    runs = {arm: {"0.1": [{"loss": losses, "final_loss": 1.0, "accuracy": 0.5,
+                           "max_logit": [1.0]}]}
+            for arm, losses in stored_losses.items()}
+    return {"qk_norm": {"settings": {"lrs": [0.1], "seeds": [0]}, "runs": runs},
+            "paths": {"kwargs": {"lr": 0.1, "seed": 0, "steps": 3}, "per_arm": per_arm}}
+
+
+def test_live_check_accepts_a_gap_within_the_measured_spread_and_rejects_more():
+    results = _results_for_live({"none": [2.0, 1.5, 1.0]}, {"none": 1e-2})
+    ok = page.live_check(results, {"none": [2.0, 1.5, 1.02]})
+    assert ok["none"]["ok"] and ok["none"]["tolerance"] == pytest.approx(3e-2)
+    assert ok["none"]["gap"] == pytest.approx(0.02 / 1.02)
+    bad = page.live_check(results, {"none": [2.0, 1.5, 1.2]})
+    assert not bad["none"]["ok"]
+    assert "tolerance 3.0e-02" in page.live_check_lines(ok)
+
+
+def test_replication_compares_word_and_interval():
+    ok, bad = 1.0, 5.0
+    final = {"none": {0.01: [ok] * 6, 0.1: [bad] * 6},
+             "rmsnorm": {0.01: [ok] * 6, 0.1: [ok] * 6}}
+    qk = _qk(final)
+    results = {"qk_norm": qk, "replication": {
+        "path": "default+compatible", "kwargs": {"seeds": list(range(6))},
+        "final_loss": {arm: {str(lr): v for lr, v in by.items()}
+                       for arm, by in final.items()}}}
+    rep = page.replication(results)
+    assert rep["same_word"] and rep["inside"]
+    assert "same word: yes" in page.replication_lines(rep)
+
+
+def test_provenance_lines_fit_the_page():
+    results = {"command": "python -m layernorm_tutorial.lab.large_models --force",
+               "config": {"workers": 2, "threads per job": 1, "transformers": "5"},
+               "seconds": {"qk_norm": 600.0, "timing": 30.0},
+               "machine": {"cpu": "AMD EPYC " + "x" * 60, "cpu_capability": "AVX512",
+                           "torch": "2", "date": "2026-11-26T09:00:00+00:00",
+                           "commit": "abc"},
+               "previous_runs": [{"sections": ["deepnorm"], "seconds": {"deepnorm": 60.0},
+                                  "machine": {"date": "2026-11-26", "commit": "def"}}]}
+    text = page.provenance_lines(results)
+    assert all(len(line) <= page.WIDTH for line in text.splitlines())
+    assert "deepnorm" in text
+    assert page.total_minutes(results) == pytest.approx(11.5)
+
+
+# ------------------------------------------------------------------ frontier
+def test_depth_growth_pre_ln_grows_and_layer_norm_scaling_grows_less():
+    curves = {v: frontier.depth_growth(v, num_layers=12, d=16, tokens=64)
+              for v in frontier.DEPTH_VARIANTS}
+    pre, lns = curves["pre-LN"], curves["pre-LN + LN scaling"]
+    assert pre["std"][-1] > pre["std"][0]
+    assert all(a <= b + 1e-12 for a, b in zip(lns["std"], pre["std"], strict=True))
+    mix = curves["Mix-LN"]["std"]
+    assert all(abs(s - 1) < 0.01 for s in mix[:3])        # post-LN quarter: unit scale
+    with pytest.raises(ValueError, match="variant"):
+        frontier.depth_growth("post-LN")
+
+
+def test_ngpt_states_and_weights_stay_on_the_sphere():
+    out = frontier.ngpt_check(num_layers=3, d=8, steps=2)
+    assert out["state_norm_deviation"] < 1e-12 and out["weight_row_deviation"] < 1e-12
+    assert out["max_cosine"] <= 1 + 1e-12
+    w = frontier.unit_rows(torch.randn(5, 3))
+    torch.testing.assert_close(w.norm(dim=-1), torch.ones(5))
+
+
+def test_ngpt_block_output_is_unit_norm():
+    torch.manual_seed(0)
+    block = frontier.NGPTBlock(8)
+    h = TF.normalize(torch.randn(4, 8), dim=-1)
+    torch.testing.assert_close(block(h).norm(dim=-1), torch.ones(4))
