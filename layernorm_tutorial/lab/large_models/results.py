@@ -195,15 +195,27 @@ def _paths() -> dict:
     return record
 
 
-def _replication() -> dict:
+def _replication(workers: int = 2) -> dict:
+    """The QK-norm ladder of both arms re-run on :data:`REPLICATION_PATH`, one fresh
+    process per arm (``workers`` of them at a time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     s = QK_SETTINGS
-    kwargs = {"arms": ["none", "rmsnorm"], "lrs": s["lrs"], "seeds": s["seeds"],
-              "steps": s["steps"], "warmup_steps": s["warmup_steps"]}
+    base = {"lrs": s["lrs"], "seeds": s["seeds"], "steps": s["steps"],
+            "warmup_steps": s["warmup_steps"]}
     target = "layernorm_tutorial.lab.large_models.results:replicate_qk"
-    out = run_on_paths(target, kwargs, [REPLICATION_PATH], with_machine=True)
-    record = out[REPLICATION_PATH]
-    return {"path": REPLICATION_PATH, "kwargs": kwargs, "final_loss": record["result"],
-            "machine": record["machine"]}
+
+    def one(arm):
+        out = run_on_paths(target, {"arms": [arm], **base}, [REPLICATION_PATH],
+                           with_machine=True)
+        return out[REPLICATION_PATH]
+
+    arms = ["none", "rmsnorm"]
+    with ThreadPoolExecutor(max(1, min(workers, len(arms)))) as pool:
+        records = list(pool.map(one, arms))
+    final = {arm: rec["result"][arm] for arm, rec in zip(arms, records, strict=True)}
+    return {"path": REPLICATION_PATH, "kwargs": {"arms": arms, **base},
+            "final_loss": final, "machine": records[0]["machine"]}
 
 
 #: The registered claims each section's data judge (stamped into the file).
@@ -254,7 +266,7 @@ def build_results(sections=None, workers: int = 1, previous: dict | None = None)
     if "recipes" in chosen:
         data["recipes"] = done[("recipes",)]
     serial = {"timing": cmp.time_norms, "sequence_parallel": sp.sequence_parallel_check,
-              "paths": _paths, "replication": _replication}
+              "paths": _paths, "replication": lambda: _replication(workers)}
     for name, fn in serial.items():   # alone: no worker of this command runs beside them
         if name in chosen:
             print(f"{name} (alone) ...", file=sys.stderr, flush=True)
