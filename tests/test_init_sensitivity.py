@@ -118,6 +118,9 @@ def test_sweep_shapes_and_spread(small_digits):
 
 # --- LayerNorm against He init, by the verdict method (lab.principles.ln_vs_he) -------------
 
+from layernorm_tutorial.lab.common import claims, numerics_paths  # noqa: E402
+from layernorm_tutorial.lab.common.stored_results import load_results  # noqa: E402
+from layernorm_tutorial.lab.common.verdict import WORDS  # noqa: E402
 from layernorm_tutorial.lab.principles import ln_vs_he  # noqa: E402
 from layernorm_tutorial.lab.principles.__main__ import main as ln_vs_he_main  # noqa: E402
 
@@ -125,8 +128,10 @@ from layernorm_tutorial.lab.principles.__main__ import main as ln_vs_he_main  # 
 def test_learning_rate_is_chosen_on_tuning_seeds_only(monkeypatch):
     calls = []
 
-    def fake_run_seed(seed, runs, depth, epochs):
+    def fake_run_seed(seed, runs, depth, epochs, data=None):
         calls.append((seed, tuple(runs)))
+        # tuning seeds are scored on validation images, reported seeds on their own test set
+        assert (data is not None) == (seed < 2)
         # tuning seeds (0, 1) favour lr 0.01 for LN and 0.05 for He; reported seeds would
         # favour the opposite, so a leak of reported seeds into the choice would show
         best = {"default init + LayerNorm": 0.01, "He init": 0.05}
@@ -153,9 +158,12 @@ def test_verdict_from_document_uses_the_stored_threshold_and_pairs():
     doc["accuracy"] = {"default init + LayerNorm": doc["accuracy"]["He init"],
                        "He init": doc["accuracy"]["default init + LayerNorm"]}
     assert ln_vs_he.verdict_from_document(doc).word == "contradicted"
-    doc["threshold"] = 0.5          # a practical size no difference here reaches
     doc["accuracy"]["default init + LayerNorm"] = [0.95, 0.96, 0.94, 0.97, 0.95]
+    doc["accuracy"]["He init"] = [0.951, 0.958, 0.941, 0.969, 0.951]   # within 1 point
+    assert ln_vs_he.verdict_from_document(doc).word == "too small to matter"
+    doc["accuracy"]["He init"] = [0.90, 0.99, 0.91, 0.99, 0.95]         # wide, both ways
     assert ln_vs_he.verdict_from_document(doc).word == "not shown"
+    assert ln_vs_he.verdict_from_document(doc).claim_id == ln_vs_he.CLAIM_ID
 
 
 def test_command_writes_provenance_and_never_replaces_without_force(tmp_path, capsys):
@@ -174,15 +182,79 @@ def test_command_writes_provenance_and_never_replaces_without_force(tmp_path, ca
 
 
 def test_committed_results_match_the_code_that_makes_them():
-    from layernorm_tutorial.lab.common.stored_results import load_results
-
     doc = load_results(ln_vs_he.COMMITTED_PATH)
     assert doc["command"] == ln_vs_he.COMMAND
     assert doc["threshold"] == ln_vs_he.THRESHOLD and doc["arms"] == list(ln_vs_he.ARMS)
     assert doc["lr_grid"] == list(ln_vs_he.LR_GRID) == doc["config"]["lr_grid"]
     assert doc["tuning_seeds"] == [0, 1] and doc["reported_seeds"] == [2, 3, 4, 5, 6]
-    for arm in doc["arms"]:   # the stored choice is the argmax of the stored tuning accuracy
-        best = doc["lr_grid"][int(np.argmax(doc["tuning_accuracy"][arm]))]
+    for arm in doc["arms"]:   # the stored choice is the argmax of the validation accuracy
+        best = doc["lr_grid"][int(np.argmax(doc["validation_accuracy"][arm]))]
         assert doc["lr"][arm] == best
+    assert doc["validation_images"] == len(ln_vs_he.tuning_split(0, doc["reported_seeds"]).y_test)
     verdict = ln_vs_he.verdict_from_document(doc)
-    assert verdict.n == 5 and verdict.word in ("holds", "contradicted", "not shown")
+    assert verdict.n == 5 and verdict.word in WORDS
+    assert doc["claims"] == {ln_vs_he.CLAIM_ID: claims.definition_hash(ln_vs_he.CLAIM_ID)}
+    assert "machine" in doc and doc["machine"]["cpu_capability"]
+
+
+def test_tuning_split_is_disjoint_from_every_reported_test_set():
+    reported = (2, 3, 4, 5, 6)
+    x, y = ln_vs_he._digits_tensors()
+    reported_test = set()
+    for s in reported:
+        data = load_digits_split(seed=s)
+        train, test = ln_vs_he.split_indices(s)
+        assert torch.equal(data.x_test, x[test]) and torch.equal(data.y_train, y[train])
+        reported_test |= set(test.tolist())
+    split = ln_vs_he.tuning_split(0, reported)
+    validation = set(range(len(y))) - reported_test
+    assert len(split.y_test) == len(validation) > 300
+    assert len(split.y_train) == len(load_digits_split(seed=0).y_train)
+    # the validation images are exactly those in no reported test set, in index order
+    assert torch.equal(split.x_test, x[sorted(validation)])
+    other = ln_vs_he.tuning_split(1, reported)
+    assert torch.equal(other.x_test, split.x_test) and not torch.equal(other.x_train,
+                                                                       split.x_train)
+    with pytest.raises(ValueError, match="reported_seeds"):
+        ln_vs_he.tuning_split(0, range(2, 40))   # no image left for validation
+
+
+def test_replication_is_judged_with_the_registered_claim():
+    doc = {"arms": list(ln_vs_he.ARMS), "threshold": 0.01, "lr": {"a": 0.01},
+           "lr_grid": [0.001, 0.01, 0.1], "tuning_seeds": [0, 1],
+           "reported_seeds": [2, 3, 4, 5, 6], "validation_images": 419,
+           "validation_accuracy": {a: [0.5, 0.9, 0.4] for a in ln_vs_he.ARMS},
+           "accuracy": {"default init + LayerNorm": [0.95, 0.96, 0.94, 0.97, 0.95],
+                        "He init": [0.90, 0.90, 0.91, 0.90, 0.92]}}
+    same = {"numerics_path": "avx2", "original": {"lr": doc["lr"], "accuracy": doc["accuracy"]},
+            "accuracy": {"default init + LayerNorm": [0.95, 0.95, 0.94, 0.97, 0.96],
+                         "He init": [0.90, 0.91, 0.91, 0.90, 0.92]}}
+    rep = ln_vs_he.replication_from_documents(doc, same)
+    assert rep.same_word and rep.effect_inside and rep.holds_up
+    flipped = {**same, "accuracy": {"default init + LayerNorm": [0.91, 0.93, 0.94, 0.90, 0.93],
+                                    "He init": [0.90, 0.91, 0.91, 0.90, 0.92]}}
+    rep = ln_vs_he.replication_from_documents(doc, flipped)
+    assert not rep.same_word and not rep.holds_up
+    assert "path avx2" in rep.text()
+    with pytest.raises(ValueError, match="replicate --force"):
+        ln_vs_he.replication_from_documents({**doc, "lr": {"a": 0.02}}, same)
+
+
+def test_stored_comparison_shows_the_verdict_within_80_columns():
+    doc = load_results(ln_vs_he.COMMITTED_PATH)
+    shown = ln_vs_he.StoredComparison(doc, load_results(ln_vs_he.REPLICATION_PATH))
+    assert max(len(line) for line in shown.table().splitlines()) <= 80
+    assert shown.verdict.word in shown.table() and "registered" in shown.table()
+    values = shown.glue_values()
+    assert values["lnhe_verdict"].endswith(shown.verdict.text(1, 100, " pts"))
+    assert values["lnhe_rep_sentence"] == shown.replication_sentence()
+    assert shown.replication.original.word == shown.verdict.word
+
+
+def test_committed_replication_re_ran_the_committed_results():
+    doc = load_results(ln_vs_he.COMMITTED_PATH)
+    rep = load_results(ln_vs_he.REPLICATION_PATH)
+    assert rep["command"] == ln_vs_he.REPLICATION_COMMAND
+    assert rep["original"] == {"lr": doc["lr"], "accuracy": doc["accuracy"]}
+    env = numerics_paths.PATHS[rep["numerics_path"]]
+    assert rep["path_machine"]["environment"] == env and env   # a path other than native

@@ -4,84 +4,176 @@ The principles chapter shows, on three seeds, that both repair the poor initial 
 8-layer MLP on the digits. Whether one is *better* is a comparison, judged here by the
 book's verdict method (``lab.common.verdict``): seeds from ``seed_plan`` (two tuning seeds,
 five reported), seed ``s`` fixing the train/test split, the initial weights of both arms and
-the mini-batch order; each arm's learning rate chosen on the tuning seeds only; the paired
-difference of the final test accuracies on the reported seeds, with a 95 % t interval, against
-a threshold of one point fixed before the runs. The runs take about a minute of CPU, so
-``python -m layernorm_tutorial.lab.principles`` stores them in ``book/data/``.
+the mini-batch order; each arm's learning rate chosen on the tuning seeds only, by their
+accuracy on *validation* images that lie in no reported seed's test set
+(:func:`tuning_split`); the paired difference of the final test accuracies on the reported
+seeds, with a 95 % t interval, against a threshold of one point fixed before the runs. The
+runs take a few minutes of CPU, so ``python -m layernorm_tutorial.lab.principles`` stores
+them in ``book/data/``; ``... principles replicate`` re-runs the reported seeds on a second
+numerics path (:func:`replicate`).
 """
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from layernorm_tutorial.lab.common.stored_results import BOOK_DATA, provenance
-from layernorm_tutorial.lab.common.training import load_digits_split, make_mlp
-from layernorm_tutorial.lab.common.verdict import Verdict, paired_verdict, seed_plan
+from layernorm_tutorial.lab.common import claims
+from layernorm_tutorial.lab.common.stored_results import BOOK_DATA, provenance, run_jobs
+from layernorm_tutorial.lab.common.training import DigitsData, load_digits_split, make_mlp
+from layernorm_tutorial.lab.common.verdict import (
+    HOLM_MARK,
+    Verdict,
+    holm,
+    holm_sentence,
+    seed_plan,
+)
 from layernorm_tutorial.lab.principles.init_sensitivity import MLPEnsemble, train_ensemble
+from layernorm_tutorial.lab.principles.stored_training import machine_words
 
-__all__ = ["ARMS", "THRESHOLD", "LR_GRID", "COMMAND", "COMMITTED_PATH", "run_comparison",
-           "build_document", "verdict_from_document"]
+__all__ = ["ARMS", "THRESHOLD", "LR_GRID", "COMMAND", "COMMITTED_PATH", "TEST_FRACTION", "CLAIM_ID",
+           "split_indices", "tuning_split", "run_comparison", "reported_accuracies",
+           "build_document", "verdict_from_document", "REPLICATION_PATH",
+           "REPLICATION_COMMAND", "REPLICATION_NUMERICS", "replicate", "Replication",
+           "replication_from_documents", "EARLIER_RUN", "StoredComparison"]
 
 #: The two arms as ``make_mlp`` keyword arguments; the claim is that the first beats the second.
 ARMS = {"default init + LayerNorm": {"layer_norm": True},
         "He init": {"layer_norm": False, "he_init": True}}
-#: Practical size of "beats": one point of test accuracy (a fraction), fixed before the runs.
-THRESHOLD = 0.01
+#: The registered claim (``lab.common.claims``) this comparison judges.
+CLAIM_ID = "principles.ln-vs-he"
+#: Practical size of "beats": one point of test accuracy (a fraction), from the registry.
+THRESHOLD = claims.threshold(CLAIM_ID)
 #: Learning rates tried on the tuning seeds (SGD with momentum 0.9, batch 64).
 LR_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
 COMMAND = "python -m layernorm_tutorial.lab.principles"
 COMMITTED_PATH = BOOK_DATA / "principles_ln_vs_he.json"
+#: ``training.load_digits_split``'s default: a quarter of the 1797 images are test images.
+TEST_FRACTION = 0.25
 
 
-def _run_seed(seed: int, runs: list[tuple[str, float]], depth: int, epochs: int) -> list[float]:
-    """Final test accuracy of each (arm, lr) run on seed ``seed``'s split, as one ensemble."""
-    data = load_digits_split(seed=seed)
+def _digits_tensors() -> tuple[torch.Tensor, torch.Tensor]:
+    """All 1797 digits as ``load_digits_split`` scales them: x ``(1797, 64)``, y ``(1797,)``."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    return (torch.tensor(digits.data / 16.0, dtype=torch.float32),
+            torch.tensor(digits.target, dtype=torch.int64))
+
+
+def split_indices(seed: int, n: int = 1797,
+                  test_fraction: float = TEST_FRACTION) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(train, test)`` image indices of ``load_digits_split(test_fraction, seed)``: the same
+    seeded permutation, its first ``round(test_fraction * n)`` entries the test images."""
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    n_test = int(round(test_fraction * n))
+    return order[n_test:], order[:n_test]
+
+
+def tuning_split(seed: int, reported_seeds: Sequence[int]) -> DigitsData:
+    """Tuning seed ``seed``'s data: validation images disjoint from every reported test set.
+
+    The validation set (returned as ``x_test``, ``y_test``) is every image that is in *no*
+    reported seed's test set (about ``0.75**5`` of the 1797 for five reported seeds); the
+    training set is as large as a reported seed's, drawn with ``seed`` from the other images.
+    So a learning rate chosen on it has never been scored on a reported test image.
+    """
+    x, y = _digits_tensors()
+    n = len(y)
+    reported_test = torch.zeros(n, dtype=torch.bool)
+    for s in reported_seeds:
+        reported_test[split_indices(s, n)[1]] = True
+    validation = torch.nonzero(~reported_test).flatten()
+    rest = torch.nonzero(reported_test).flatten()
+    n_train = n - int(round(TEST_FRACTION * n))
+    if len(rest) < n_train or len(validation) == 0:
+        raise ValueError(f"reported_seeds {list(reported_seeds)} leave {len(validation)} "
+                         f"validation and {len(rest)} training images; need >= 1 and "
+                         f">= {n_train}")
+    pick = torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed))
+    train = rest[pick[:n_train]]
+    return DigitsData(x[train], y[train], x[validation], y[validation])
+
+
+def _run_seed(seed: int, runs: list[tuple[str, float]], depth: int, epochs: int,
+              data: DigitsData | None = None) -> list[float]:
+    """Final accuracy on ``data``'s held-out images (default: seed ``seed``'s own test set)
+    of each (arm, lr) run, trained on seed ``seed``'s weights and batch order, as one
+    ensemble, single-threaded."""
+    torch.set_num_threads(1)
+    data = load_digits_split(seed=seed) if data is None else data
     models = [make_mlp(depth, seed=seed, **ARMS[arm]) for arm, _ in runs]
     results = train_ensemble(MLPEnsemble.from_models(models), data, epochs=epochs,
                              lrs=[lr for _, lr in runs], seeds=[seed] * len(runs))
     return [r.test_accuracy for r in results]
 
 
+def _job(job: tuple) -> list[float]:
+    seed, runs, depth, epochs, reported = job
+    data = None if reported is None else tuning_split(seed, reported)
+    return _run_seed(seed, runs, depth, epochs, data)
+
+
+def reported_accuracies(lr: dict, seeds: Sequence[int], depth: int = 8,
+                        epochs: int = 15) -> dict:
+    """``{arm: [test accuracy per seed]}`` of both arms at the rates ``lr`` (arm -> rate) on
+    the reported ``seeds``, single-threaded: what a replication on another numerics path
+    re-runs (module-level and JSON-able, for ``numerics_paths.run_on_paths``)."""
+    arms = list(ARMS)
+    final = np.array([_run_seed(s, [(arm, float(lr[arm])) for arm in arms], depth, epochs)
+                      for s in seeds])
+    return {arm: final[:, k].tolist() for k, arm in enumerate(arms)}
+
+
 def run_comparison(*, lr_grid: Sequence[float] = LR_GRID, depth: int = 8, epochs: int = 15,
-                   n_reported: int = 5, n_tuning: int = 2, first_seed: int = 0) -> dict:
+                   n_reported: int = 5, n_tuning: int = 2, first_seed: int = 0,
+                   workers: int = 1) -> dict:
     """Train both arms and return a JSON-ready dict.
 
-    Keys: ``arms``, ``lr_grid``, ``tuning_seeds``, ``reported_seeds``, ``tuning_accuracy``
-    (arm -> one mean test accuracy over the tuning seeds per rate of ``lr_grid``), ``lr``
-    (arm -> the rate chosen, the first best on ties) and ``accuracy`` (arm -> one final test
-    accuracy per reported seed, paired by seed across arms).
+    Keys: ``arms``, ``lr_grid``, ``tuning_seeds``, ``reported_seeds``, ``validation_images``
+    (how many images the tuning runs were scored on: those in no reported test set),
+    ``validation_accuracy`` (arm -> one mean validation accuracy over the tuning seeds per
+    rate of ``lr_grid``), ``lr`` (arm -> the rate chosen, the first best on ties) and
+    ``accuracy`` (arm -> one final test accuracy per reported seed, paired by seed across
+    arms). ``workers`` processes share the seeds (one job per seed, single-threaded).
     """
     if not lr_grid:
         raise ValueError("lr_grid must hold at least one learning rate")
     tuning, reported = seed_plan(n_reported, n_tuning, first=first_seed)
     arms = list(ARMS)
     grid_runs = [(arm, lr) for arm in arms for lr in lr_grid]
-    tuned = np.array([_run_seed(s, grid_runs, depth, epochs) for s in tuning])
+    tuned = np.array(run_jobs(_job, [(s, grid_runs, depth, epochs, reported) for s in tuning],
+                              workers, desc="tuning seeds"))
     tuned = tuned.mean(0).reshape(len(arms), len(lr_grid))
     chosen = {arm: float(lr_grid[int(np.argmax(tuned[k]))]) for k, arm in enumerate(arms)}
-    final = np.array([_run_seed(s, [(arm, chosen[arm]) for arm in arms], depth, epochs)
-                      for s in reported])
+    jobs = [(s, [(arm, chosen[arm]) for arm in arms], depth, epochs, None) for s in reported]
+    final = np.array(run_jobs(_job, jobs, workers, desc="reported seeds"))
     return {"arms": arms, "lr_grid": [float(lr) for lr in lr_grid],
             "tuning_seeds": list(tuning), "reported_seeds": list(reported),
-            "tuning_accuracy": {arm: tuned[k].tolist() for k, arm in enumerate(arms)},
+            "validation_images": len(tuning_split(tuning[0], reported).y_test),
+            "validation_accuracy": {arm: tuned[k].tolist() for k, arm in enumerate(arms)},
             "lr": chosen,
             "accuracy": {arm: final[:, k].tolist() for k, arm in enumerate(arms)}}
 
 
 def build_document(result: dict, seconds: float, config: dict) -> dict:
-    """The results file: provenance header, the threshold fixed before the runs, the runs."""
-    return {**provenance(COMMAND, config, seconds), "threshold": THRESHOLD, **result}
+    """The results file: provenance header, the registered threshold, the runs, and the hash
+    of the registry entry it is judged under (``claims.stamp``)."""
+    doc = {**provenance(COMMAND, config, seconds), "threshold": THRESHOLD, **result}
+    return claims.stamp(doc, [CLAIM_ID])
 
 
-def verdict_from_document(doc: dict) -> Verdict:
-    """``paired_verdict`` of the first arm against the second, on the stored accuracies."""
+def verdict_from_document(doc: dict, setting: str = "") -> Verdict:
+    """The registered claim judged on the stored accuracies: first arm against second,
+    paired by seed (``claims.judge``, verdict method v2)."""
     first, second = doc["arms"]
-    return paired_verdict(doc["accuracy"][first], doc["accuracy"][second],
-                          threshold=doc["threshold"],
-                          claim=f"{first} reaches a higher test accuracy than {second}")
+    return claims.judge(CLAIM_ID, doc["accuracy"][first], doc["accuracy"][second],
+                        setting=setting)
 
 
 def timed_comparison(**settings) -> tuple[dict, float]:
@@ -89,3 +181,174 @@ def timed_comparison(**settings) -> tuple[dict, float]:
     start = time.perf_counter()
     result = run_comparison(**settings)
     return result, time.perf_counter() - start
+
+
+# --- the same reported seeds on a second numerics path -------------------------------------
+
+#: Where ``python -m layernorm_tutorial.lab.principles replicate`` stores the replication.
+REPLICATION_PATH = BOOK_DATA / "principles_ln_vs_he_replication.json"
+REPLICATION_COMMAND = "python -m layernorm_tutorial.lab.principles replicate"
+#: The second numerics path (a name of ``lab.common.numerics_paths.PATHS``).
+REPLICATION_NUMERICS = "default+compatible"
+
+
+def replicate(doc: dict, path: str = REPLICATION_NUMERICS) -> dict:
+    """Re-run the reported seeds of the stored comparison ``doc`` (both arms at their chosen
+    rates) in a fresh process on the numerics path ``path``.
+
+    Returns ``{"numerics_path", "original": {"lr", "accuracy"}, "accuracy", "path_machine"}``
+    (``accuracy``: arm -> one test accuracy per reported seed on that path;
+    ``path_machine``: the child process's ``machine_info``)."""
+    from layernorm_tutorial.lab.common.numerics_paths import run_on_paths
+
+    kwargs = {"lr": doc["lr"], "seeds": doc["reported_seeds"],
+              "depth": doc["config"]["depth"], "epochs": doc["config"]["epochs"]}
+    out = run_on_paths(f"{__name__}:reported_accuracies", kwargs, [path], with_machine=True)
+    return {"numerics_path": path, "original": {"lr": doc["lr"], "accuracy": doc["accuracy"]},
+            "accuracy": out[path]["result"], "path_machine": out[path]["machine"]}
+
+
+@dataclass(frozen=True)
+class Replication:
+    """The stored verdict next to the same judgement on the second path's accuracies."""
+
+    original: Verdict
+    replicated: Verdict
+    path: str
+
+    @property
+    def same_word(self) -> bool:
+        return self.original.word == self.replicated.word
+
+    @property
+    def effect_inside(self) -> bool:
+        """The replicated mean effect lies inside the original 95 % interval."""
+        return self.original.low <= self.replicated.effect <= self.original.high
+
+    @property
+    def holds_up(self) -> bool:
+        return self.same_word and self.effect_inside
+
+    def text(self, digits: int = 1, scale: float = 100.0, unit: str = " pts") -> str:
+        return (f"stored run:          {self.original.text(digits, scale, unit)}\n"
+                f"path {self.path}: {self.replicated.text(digits, scale, unit)}\n"
+                f"same word: {self.same_word}; replicated effect inside the stored "
+                f"interval: {self.effect_inside}")
+
+
+def replication_from_documents(doc: dict, replication: dict) -> Replication:
+    """Judge both; ``ValueError`` if ``replication`` was made from other stored results."""
+    if replication["original"] != {"lr": doc["lr"], "accuracy": doc["accuracy"]}:
+        raise ValueError("the replication re-ran other stored results: run "
+                         f"{REPLICATION_COMMAND} --force")
+    again = {**doc, "accuracy": replication["accuracy"]}
+    path = replication["numerics_path"]
+    return Replication(verdict_from_document(doc),
+                       verdict_from_document(again, setting=f"numerics path {path}"), path)
+
+
+#: The run this chapter stored before the numerics paths and the validation split (commit
+#: ca7ff54, 2026-11-25, another CPU): rates chosen on the tuning seeds' *test* accuracy,
+#: whose images overlap the reported test sets. Kept to show what re-running changed.
+EARLIER_RUN = {"commit": "ca7ff54",
+               "lr": {"default init + LayerNorm": 0.002, "He init": 0.01},
+               "accuracy": {"default init + LayerNorm": [0.97773, 0.96437, 0.94655, 0.96659,
+                                                         0.97327],
+                            "He init": [0.96659, 0.93541, 0.94432, 0.95768, 0.95323]}}
+
+
+class StoredComparison:
+    """The stored comparison and its replication as the chapter shows them: the tuning and
+    test accuracies (:meth:`table`, within 80 columns), the verdict with its Holm mark and
+    registration, the replication, and the values the prose glues (:meth:`glue_values`).
+
+    The principles chapter judges one claim, so its Holm family is this one verdict."""
+
+    def __init__(self, doc: dict, replication: dict):
+        self.doc = doc
+        self.verdict = verdict_from_document(doc)
+        self.replication = replication_from_documents(doc, replication)
+        self.holm_mark = holm([self.verdict])[0]
+
+    def rates_inside_grid(self) -> bool:
+        """Neither arm's chosen rate sits at an end of the grid."""
+        grid = self.doc["lr_grid"]
+        return all(0 < grid.index(self.doc["lr"][a]) < len(grid) - 1 for a in self.doc["arms"])
+
+    def verdict_text(self) -> str:
+        mark = HOLM_MARK + " " if self.holm_mark else ""
+        return mark + self.verdict.text(1, 100, " pts")
+
+    def table(self) -> str:
+        d = self.doc
+        lines = [f"rates chosen on tuning seeds {_ids(d['tuning_seeds'])} by the accuracy "
+                 f"(%) on {d['validation_images']}",
+                 "validation images that lie in no reported seed's test set:"]
+        for arm in d["arms"]:
+            acc = " ".join(f"{100 * a:4.1f}" for a in d["validation_accuracy"][arm])
+            lines.append(f"  {arm:24s} {acc} -> lr {d['lr'][arm]:g}")
+        lines.append(f"  (grid: {', '.join(f'{lr:g}' for lr in d['lr_grid'])})")
+        lines.append(f"test accuracy (%) on reported seeds {_ids(d['reported_seeds'])}, "
+                     "each with its own split:")
+        for arm in d["arms"]:
+            acc = " ".join(f"{100 * a:4.1f}" for a in d["accuracy"][arm])
+            lines.append(f"  {arm:24s} {acc}")
+        lines += [f"claim {CLAIM_ID}: threshold {100 * THRESHOLD:g} point",
+                  _wrap(claims.registration_note(CLAIM_ID, d)),
+                  f"verdict: {self.verdict_text()}",
+                  _wrap(holm_sentence([self.verdict]))]
+        return "\n".join(lines)
+
+    def replication_sentence(self) -> str:
+        r = self.replication
+        if r.holds_up:
+            return ("the same word, with the effect inside the stored interval: the verdict "
+                    "does not depend on the arithmetic")
+        if r.effect_inside:
+            return ("a different word, although the effect lies inside the stored interval: "
+                    "the word depends on the last bits of the arithmetic, so the book does "
+                    "not count the claim as established")
+        return ("an effect outside the stored interval: the verdict depends on the "
+                "arithmetic, so the book does not count the claim as established")
+
+    def earlier_verdict(self) -> Verdict:
+        """:data:`EARLIER_RUN` judged by today's rule (verdict method v2)."""
+        return verdict_from_document({**self.doc, "accuracy": EARLIER_RUN["accuracy"]})
+
+    def conclusion(self) -> str:
+        """What the chapter may conclude: a claim holds only if it holds on both paths."""
+        if self.verdict.word == "holds" and self.replication.holds_up:
+            return ("at its own rate the LN network reached a higher test accuracy than He "
+                    "initialisation, by at least the threshold, on both numerics paths")
+        if self.verdict.word == "too small to matter" and self.replication.holds_up:
+            return ("at their own rates the two reached test accuracies within the "
+                    "threshold of each other, on both numerics paths")
+        return ("this comparison does not establish that either is better on this network: "
+                "it did not show a difference that survives a change of arithmetic")
+
+    def glue_values(self) -> dict:
+        d, r = self.doc, self.replication
+        arm_ln, arm_he = d["arms"]
+        runs = 2 * len(d["reported_seeds"]) + 2 * len(d["tuning_seeds"]) * len(d["lr_grid"])
+        return {"lnhe_runs": runs,
+                "lnhe_grid": ", ".join(f"{lr:g}" for lr in d["lr_grid"]),
+                "lnhe_tuning_seeds": _ids(d["tuning_seeds"]),
+                "lnhe_reported_seeds": _ids(d["reported_seeds"]),
+                "lnhe_validation_images": d["validation_images"],
+                "lnhe_lr_ln": f"{d['lr'][arm_ln]:g}", "lnhe_lr_he": f"{d['lr'][arm_he]:g}",
+                "lnhe_verdict": self.verdict_text(), "lnhe_word": self.verdict.word,
+                "lnhe_rep_path": r.path,
+                "lnhe_rep_verdict": r.replicated.text(1, 100, " pts"),
+                "lnhe_rep_sentence": self.replication_sentence(),
+                "lnhe_machine": machine_words(d),
+                "lnhe_conclusion": self.conclusion(),
+                "lnhe_earlier_commit": EARLIER_RUN["commit"],
+                "lnhe_earlier_verdict": self.earlier_verdict().text(1, 100, " pts")}
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, 78, initial_indent="  ", subsequent_indent="  ")
+
+
+def _ids(seeds) -> str:
+    return ", ".join(str(s) for s in seeds)
