@@ -1,0 +1,317 @@
+"""The evidence chapter's bookkeeping: the tables it prints and the values it glues.
+
+Each function takes the stored results (``doc``: ``book/data/evidence_results.json``; ``side``:
+``book/data/evidence_side_results.json``) and returns text to print or ``{name: value}`` to glue,
+so that the notebook's cells show the idea and stay within 80 columns. Nothing here trains.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from layernorm_tutorial.lab.common import claims
+from layernorm_tutorial.lab.common.verdict import holm_sentence
+from layernorm_tutorial.lab.evidence import analysis
+from layernorm_tutorial.lab.evidence.results import find_runs
+
+__all__ = ["sweep_summary", "ChapterVerdicts", "acc_text", "batch_size_table",
+           "bn_mode_losses", "accuracy_table", "gap_table", "speed_table", "rate_table",
+           "registry_table", "threshold_change", "exploratory_speed", "recalibration",
+           "live_check_line"]
+
+
+def sweep_summary(doc: dict) -> str:
+    """What the stored sweep contains: runs, time, seeds, split sizes, optimizer, settings."""
+    config = doc["config"]
+    n_runs = len(doc["runs"]) + len(doc["range_runs"])
+    lines = [f"{n_runs} run records ({doc['runs_trained']} distinct trainings; runs shared by "
+             f"two experiments are stored twice), {doc['sweep_seconds'] / 60:.0f} minutes with "
+             f"{config['workers']} single-threaded workers",
+             f"tuning seeds {doc['tuning_seeds']}, reported seeds {doc['seeds']}; "
+             f"split sizes {config['data']['sizes']}",
+             f"optimizer: {config['optimizer']}",
+             f"one test image is {100 / config['data']['sizes']['test']:.2f} percentage points"]
+    for exp in config["experiments"]:
+        lines.append(f"  {exp['name']:<15} {exp['model']}  norms {exp['norms']}  "
+                     f"batch sizes {exp['batch_sizes']}  {exp['epochs']} epochs")
+    for rr in config["rate_ranges"]:
+        lines.append(f"  {rr['name']:<15} {rr['model']}  norms {rr['norms']}  "
+                     f"batch {rr['batch_size']}  {rr['epochs']} epochs")
+    return "\n".join(lines)
+
+
+class ChapterVerdicts:
+    """Every confirmatory verdict of the chapter, computed once, with Holm marks over the
+    whole family (main sweep and side experiments): ``rows`` (see
+    :func:`~.analysis.verdict_rows`; ``result`` carries the mark)."""
+
+    def __init__(self, doc: dict, init, combo):
+        self.rows = analysis.holm_rows(analysis.verdict_rows(doc)
+                                       + analysis.side_verdict_rows(init, combo))
+
+    def row(self, claim_start: str, setting: str) -> dict:
+        """The row whose claim starts with ``claim_start`` and whose setting starts with
+        ``setting`` (``KeyError`` when none does)."""
+        for r in self.rows:
+            if r["claim"].startswith(claim_start) and r["setting"].startswith(setting):
+                return r
+        raise KeyError(f"no verdict row {claim_start!r} / {setting!r}")
+
+    def said(self, claim_start: str, setting: str) -> str:
+        """The word with its interval (and Holm mark) for the prose."""
+        return self.row(claim_start, setting)["result"]
+
+    def markdown(self) -> str:
+        return analysis.verdict_markdown(self.rows)
+
+    def holm_sentence(self) -> str:
+        return holm_sentence([r["verdict"] for r in self.rows])
+
+    def survivors(self) -> int:
+        return sum(r["holm"] for r in self.rows)
+
+
+def acc_text(doc: dict, experiment: str, norm: str, batch_size: int,
+             metric: str = "test_acc") -> str:
+    """``97.3 ± 0.2 %``: mean ± sd over the reported seeds."""
+    s = analysis.summarize(analysis.values(find_runs(doc, experiment, norm, batch_size),
+                                           metric))
+    return f"{100 * s.mean:.1f} ± {100 * s.sd:.1f} %"
+
+
+def batch_size_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
+    """Claim 1's table (steps, BN and LN accuracy, verdict per batch size) and its glue."""
+    sizes = sorted({r["spec"]["batch_size"] for r in find_runs(doc, "mlp_batch_size", "bn")})
+    lines = [f"test accuracy of the MLP, mean ± sd over {len(doc['seeds'])} seeds, and the "
+             "verdict of claim 1 (LN minus BN up to batch 8, BN minus LN above)",
+             "batch  steps" + "".join(f"{n:>16}" for n in ("bn", "ln")) + "   verdict"]
+    glue = {}
+    for b in sizes:
+        steps = find_runs(doc, "mlp_batch_size", "ln", b)[0]["steps"]
+        said = verdicts.said("1.", f"MLP, batch {b}")
+        accs = [acc_text(doc, "mlp_batch_size", n, b) for n in ("bn", "ln")]
+        lines.append(f"{b:>5} {steps:>6}" + "".join(f"{a:>16}" for a in accs) + f"   {said}")
+        glue.update({f"mlp_bn_{b}": accs[0], f"mlp_ln_{b}": accs[1], f"claim1_{b}": said})
+    glue["mlp_none_32"] = acc_text(doc, "mlp_batch_size", "none", 32)
+    glue["steps_256"] = find_runs(doc, "mlp_batch_size", "ln", 256)[0]["steps"]
+    return "\n".join(lines), glue
+
+
+def bn_mode_losses(doc: dict) -> tuple[str, dict]:
+    """BN's training-mode and evaluation-mode loss on the training set, per batch size."""
+    sizes = sorted({r["spec"]["batch_size"] for r in find_runs(doc, "mlp_batch_size", "bn")})
+    lines = [f"BN MLP, loss on the training set (mean over {len(doc['seeds'])} seeds)",
+             "batch  training mode (last epoch)  evaluation mode (running stats)"]
+    glue = {}
+    for b in sizes:
+        runs = find_runs(doc, "mlp_batch_size", "bn", b)
+        mb = analysis.values(runs, "minibatch_loss_last_epoch").mean()
+        ev = analysis.values(runs, "train_loss").mean()
+        lines.append(f"{b:>5}  {mb:>27.3f}  {ev:>31.3f}")
+        glue[f"bn{b}_train_mode"] = f"{mb:.2f}"
+        glue[f"bn{b}_eval_mode"] = f"{ev:.2f}"
+    return "\n".join(lines), glue
+
+
+def accuracy_table(doc: dict) -> tuple[str, dict]:
+    """Claims 2 and 3: test and final training accuracy per norm of the RNN and the CNN."""
+    lines, glue = [], {}
+    for exp, norms in (("rnn", ("none", "bn", "ln")),
+                       ("cnn", ("none", "bn", "ln", "gn", "ln_c"))):
+        lines.append(f"{exp.upper()}, batch 32: test accuracy / final training accuracy, "
+                     "mean ± sd")
+        for n in norms:
+            test, train = acc_text(doc, exp, n, 32), acc_text(doc, exp, n, 32, "train_acc")
+            lines.append(f"  {n:<5} {test:>14}   {train:>14}")
+            glue[f"{exp}_{n}"] = test
+            glue[f"{exp}_{n}_train"] = train
+    return "\n".join(lines), glue
+
+
+def gap_table(doc: dict) -> tuple[str, dict]:
+    """Claim 4: train-minus-test accuracy gap per norm (percentage points)."""
+    lines, glue = [], {}
+    for exp in ("mlp_batch_size", "cnn"):
+        norms = [n for n in ("none", "bn", "ln", "gn", "ln_c") if find_runs(doc, exp, n, 32)]
+        lines.append(f"{exp} train-test accuracy gap in percentage points, mean ± sd")
+        for n in norms:
+            s = analysis.summarize(100 * analysis.values(find_runs(doc, exp, n, 32), "gap"))
+            lines.append(f"  {n:<5} {s.mean:5.2f} ± {s.sd:4.2f}")
+            glue[f"gap_{exp}_{n}"] = f"{s.mean:.2f} ± {s.sd:.2f} pp"
+    return "\n".join(lines), glue
+
+
+def speed_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
+    """Claim 5 (speed): mean steps to 90 % validation accuracy per norm, and the verdict."""
+    lines, glue = [], {}
+    for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN"), ("rnn", "RNN")):
+        norms = [n for n in ("none", "bn", "ln", "gn", "ln_c") if find_runs(doc, exp, n, 32)]
+        total = find_runs(doc, exp, "none", 32)[0]["steps"]
+        cells = []
+        for n in norms:
+            steps = np.array([analysis.steps_to_accuracy(r)
+                              for r in find_runs(doc, exp, n, 32)])
+            reached = np.isfinite(steps)
+            text = (f"{steps[reached].mean():.0f}" if reached.all() else
+                    f"{steps[reached].mean():.0f} ({(~reached).sum()} never)"
+                    if reached.any() else "never")
+            cells.append(f"{n} {text}")
+            glue[f"speed_{exp}_{n}"] = text
+        said = verdicts.said("5. LN speeds", name)
+        glue[f"claim5_speed_{name}"] = said
+        lines.append(f"{name}: budget {total} steps; steps to 90 % val. acc.: "
+                     + ", ".join(cells))
+        lines.append(f"     LN faster than none: {said}")
+    return "\n".join(lines), glue
+
+
+def exploratory_speed(doc: dict) -> tuple[str, dict]:
+    """BN against LN on steps to 90 % (MLP, CNN): judged after the fact (claim
+    ``evidence.x.bn-vs-ln-speed``), so exploratory."""
+    lines, glue = [], {}
+    for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN")):
+        budget = find_runs(doc, exp, "ln", 32)[0]["steps"]
+        a, b = analysis.paired_values(doc, exp, "bn", "ln", 32, "steps_to_90")
+        v = claims.judge("evidence.x.bn-vs-ln-speed", a, b,
+                         threshold=analysis.SPEED_THRESHOLD * budget)
+        text = analysis.verdict_cell(v, "steps")
+        lines.append(f"BN faster than LN, {name} (threshold {v.threshold:.1f} steps): {text}")
+        glue[f"bn_vs_ln_speed_{name}"] = text
+    return "\n".join(lines), glue
+
+
+def rate_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
+    """Claim 5 (rates): per norm and seed the best, largest good and failure rates; then the
+    ladder verdicts with the number of seeds whose bounds lie beyond a ratio of 1."""
+    lines, glue = [], {}
+    for exp in sorted({r["experiment"] for r in doc["range_runs"]}):
+        name = exp.removeprefix("lr_range_")
+        for norm in ("none", "bn", "ln"):
+            r = analysis.rate_range(doc, exp, norm)
+            lines.append(f"{name} {norm:<4} best {_rates(r.best_rate)}  largest good "
+                         f"{_rates(r.largest_good)}  failure {_rates(r.failure)}")
+            for key, x in (("good", r.largest_good), ("fail", r.failure)):
+                glue[f"range_{name}_{norm}_{key}"] = "–".join(
+                    f"{v:g}" for v in sorted({x.min(), x.max()}))
+    for row in verdicts.rows:
+        if "allows larger" not in row["claim"]:
+            continue
+        v = row["verdict"]
+        who = "ln" if row["claim"].startswith("5. LN") else "bn"
+        kind = "good" if "largest" in row["setting"] else "fail"
+        key = f"{row['setting'][:3]}_{who}_{kind}"
+        above = sum(lo >= 0 for lo, _ in v.bounds)
+        below = sum(hi <= 0 for _, hi in v.bounds)
+        glue[f"claim5_rate_{key}"] = row["result"]
+        glue[f"claim5_rate_{key}_seeds"] = (f"{above} of {v.n} seeds above 1" if above else
+                                            f"{below} of {v.n} seeds below 1")
+        lines.append(f"{row['setting'][:3]} {who.upper()} {kind:<4} {row['result']}")
+        lines.append(f"         seeds whose ratio is surely above 1: {above}, below 1: "
+                     f"{below}")
+    return "\n".join(lines), glue
+
+
+def _rates(x) -> str:
+    return "[" + " ".join("inf" if math.isinf(v) else f"{v:g}" for v in x) + "]"
+
+
+def registry_table(doc: dict, side: dict, chapter: str = "evidence") -> str:
+    """The chapter's registered claims (id, threshold and unit, or exploratory), then each
+    distinct registration note
+    (:func:`~layernorm_tutorial.lab.common.claims.registration_note`) with its claims."""
+    docs = {"evidence_results.json": doc, "evidence_side_results.json": side}
+    lines, notes = [], {}
+    for c in claims.family(chapter):
+        tag = "exploratory" if c.exploratory else f"threshold {c.threshold:g} {c.unit}"
+        lines.append(f"  {c.id:<32} {tag}")
+        notes.setdefault(claims.registration_note(c.id, docs[c.results]), []).append(c.id)
+    for note, ids in notes.items():
+        lines.append(f"{len(ids)} claims: {note}")
+    return "\n".join(lines)
+
+
+def threshold_change(doc: dict) -> dict:
+    """Claim 4 (MLP, BN vs LN gap) judged at the evidence chapter's old threshold (0.005)
+    and at the registered one: ``{threshold: verdict text}``."""
+    out = {}
+    for t in (0.005, claims.threshold("evidence.4.bn-regularizes")):
+        v = analysis.judge(doc, "mlp_batch_size", "bn", "ln", 32, metric="gap",
+                           threshold=t, higher_is_better=False)
+        out[t] = analysis.verdict_cell(v, "gap")
+    return out
+
+
+def recalibration(doc: dict, live: dict) -> tuple[str, dict]:
+    """The stored recalibration result (batch 256, native path of the live-check file) as an
+    exploratory verdict against LN; returns the text and its glue."""
+    recal = np.array(live["checks"]["reruns"]["paths"]["native"]["recalibrated"])
+    bn = analysis.values(find_runs(doc, "mlp_batch_size", "bn", 256), "test_acc")
+    ln = analysis.values(find_runs(doc, "mlp_batch_size", "ln", 256), "test_acc")
+    v = claims.judge("evidence.x.recalibrated-bn", recal, ln)
+    text = analysis.verdict_cell(v)
+    lines = [f"BN, batch 256, running statistics from training: {100 * bn.mean():.1f} % "
+             "test accuracy",
+             f"BN, batch 256, statistics recalibrated (stored):  {100 * recal.mean():.1f} %",
+             f"LN, batch 256:                                    {100 * ln.mean():.1f} %",
+             f"recalibrated BN better than LN: {text}"]
+    return "\n".join(lines), {"recal_bn256": f"{100 * recal.mean():.1f} %",
+                              "recal_effect": text}
+
+
+def live_check_line(name: str, stored: float, live: float, measured: float,
+                    tolerance: float) -> str:
+    """One CPU-invariant line: the stored value and the tolerance; the live value is only
+    compared (``AssertionError`` naming the check when it lies outside)."""
+    if not abs(live - stored) <= tolerance + 1e-12:
+        raise AssertionError(f"{name}: live re-run {live:.4f} differs from the stored "
+                             f"{stored:.4f} by more than {tolerance:.4f}")
+    return (f"{name}: stored {stored:.4f}; the live re-run agrees within {tolerance:.4f} "
+            f"(measured spread over the numerics paths {measured:.4f})")
+
+
+def gradient_table(layer_mean, norms, scales) -> str:
+    """Claim 6: |dL/dW| of layer 1 and layer 8 at initialization per norm and scale
+    (``layer_mean``: shape ``(norms, scales, layers)``)."""
+    lines = ["|dL/dW| at initialization (geometric mean over 3 seeds)",
+             "norm  scale   layer 1   layer 8   layer 1 / layer 8"]
+    for i, norm in enumerate(norms):
+        for j, scale in enumerate(scales):
+            g = layer_mean[i, j]
+            lines.append(f"{norm:<5} {scale:>4g} {g[0]:>9.3g} {g[-1]:>9.3g} "
+                         f"{g[0] / g[-1]:>12.2f}")
+    return "\n".join(lines)
+
+
+def init_accuracy_table(init) -> tuple[str, dict]:
+    """Claim 6: test accuracy after 150 SGD steps per norm and initialization scale."""
+    lines = [f"test accuracy (%) after 150 SGD steps, mean ± sd over seeds {init.seeds}",
+             "norm " + "".join(f"{f'scale {s:g}':>15}" for s in init.scales)]
+    glue = {}
+    for i, norm in enumerate(init.norms):
+        cells = zip(init.mean()[i], init.sd()[i], strict=True)
+        lines.append(f"{norm:<5}" + "".join(f"{100 * m:>9.1f} ± {100 * s:<4.1f}"
+                                            for m, s in cells))
+        for j, scale in enumerate(init.scales):
+            key = f"init_acc_{norm}_{scale:g}".replace(".", "_")
+            glue[key] = f"{100 * init.mean()[i, j]:.1f} ± {100 * init.sd()[i, j]:.1f} %"
+    return "\n".join(lines), glue
+
+
+def combination_table(combo, verdicts: ChapterVerdicts) -> tuple[str, dict]:
+    """Claim 7: test (and training) accuracy per variant, and the combination's verdicts."""
+    lines = [f"test accuracy (%), mean ± sd over seeds {combo.seeds} | training accuracy (%)"]
+    glue = {}
+    for v, test, train in zip(combo.variants, 100 * combo.test_acc, 100 * combo.train_acc,
+                              strict=True):
+        seeds = " ".join(f"{x:.1f}" for x in test)
+        lines.append(f"  {v:<20} {test.mean():5.1f} ± {test.std(ddof=1):.1f}   "
+                     f"seeds {seeds}   | {train.mean():5.1f}")
+        glue[f"combo_{v.replace(' ', '_').replace('+', 'and')}"] = \
+            f"{test.mean():.1f} ± {test.std(ddof=1):.1f} %"
+    for other in ("BN everywhere", "LN everywhere", "no norm"):
+        text = verdicts.said("7.", f"conv + attention, vs {other}")
+        lines.append(f"combination better than {other}: {text}")
+        glue[f"combo_vs_{other.split()[0]}"] = text
+    return "\n".join(lines), glue

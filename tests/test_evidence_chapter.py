@@ -1,0 +1,81 @@
+"""The evidence chapter's bookkeeping helpers (lab.evidence.chapter, lab.evidence.live_checks)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from layernorm_tutorial.lab.common.verdict import HOLM_MARK
+from layernorm_tutorial.lab.evidence import chapter, live_checks, load_results, side_experiments
+
+
+@pytest.fixture(scope="module")
+def stored():
+    doc = load_results()
+    side = side_experiments.load_side_results()
+    init = side_experiments.init_scale_result(side)
+    combo = side_experiments.combination_result(side)
+    return doc, side, chapter.ChapterVerdicts(doc, init, combo)
+
+
+def test_chapter_verdicts_carry_holm_marks_over_the_whole_family(stored):
+    _, _, verdicts = stored
+    rows = verdicts.rows
+    assert len(rows) == 32                                     # 27 main + 5 side rows
+    marked = [r for r in rows if r["result"].startswith(HOLM_MARK)]
+    assert len(marked) == verdicts.survivors() == sum(r["holm"] for r in rows)
+    assert all(r["word"] != "not shown" for r in marked)
+    # the chapter's survivors are the ones the audit recomputed by hand (6 of 14 holds)
+    assert sorted((r["claim"][:2], r["setting"][:10]) for r in marked) == [
+        ("1.", "MLP, batch"), ("3.", "CNN, BN vs"), ("5.", "CNN, batch"), ("5.", "RNN, batch"),
+        ("6.", "deep MLP, "), ("6.", "deep MLP, ")]
+    assert "over this chapter's 32 verdicts" in verdicts.holm_sentence().replace("\n", " ")
+    with pytest.raises(KeyError, match="no verdict row"):
+        verdicts.row("9.", "nothing")
+
+
+def test_tables_and_glue(stored):
+    doc, side, verdicts = stored
+    table, glue = chapter.batch_size_table(doc, verdicts)
+    assert glue["claim1_2"].startswith(HOLM_MARK + " holds: +23.9 pts")
+    assert glue["steps_256"] == 12 and table.count("\n") == 8
+    table, glue = chapter.rate_table(doc, verdicts)
+    assert glue["claim5_rate_RNN_bn_fail"].startswith("not shown: ratio in (1, 10)")
+    assert glue["claim5_rate_MLP_ln_good_seeds"] == "5 of 5 seeds below 1"
+    assert glue["range_mlp_bn_fail"] == "3"
+    text = chapter.registry_table(doc, side)
+    assert "registered with the data" in text and "exploratory: chosen after" in text
+    change = chapter.threshold_change(doc)
+    assert change[0.005].startswith("holds") and change[0.01].startswith("not shown")
+    speed, glue = chapter.exploratory_speed(doc)
+    assert all(v.startswith("exploratory, ") for v in glue.values())
+
+
+def test_live_check_line_compares_and_prints_only_stored_numbers():
+    line = chapter.live_check_line("run", 0.9755, 0.9777, 0.0022, 0.0045)
+    assert "0.9755" in line and "0.9777" not in line
+    with pytest.raises(AssertionError, match="run: live re-run"):
+        chapter.live_check_line("run", 0.9755, 0.9900, 0.0022, 0.0045)
+
+
+def test_tolerances():
+    assert live_checks.tolerance(0.0) == pytest.approx(1 / 449)
+    assert live_checks.tolerance(0.01) == pytest.approx(0.02)
+    assert live_checks.loss_tolerance(0.0033) == pytest.approx(0.0066)
+    fake = {"checks": {"hybrid": {"paths": {"a": {"test_acc": 0.97}, "b": {"test_acc": 0.98}}}}}
+    assert live_checks.deviation(fake, "hybrid", 0.975) == pytest.approx(0.005)
+    assert not math.isnan(live_checks.deviation(fake, "hybrid", 0.98))
+
+
+def test_stored_live_checks_cover_every_path_and_check():
+    from layernorm_tutorial.lab.common.numerics_paths import PATHS
+
+    live = live_checks.load_live_checks()
+    assert set(live["checks"]) == set(live_checks.CHECKS)
+    for check in live["checks"].values():
+        assert set(check["paths"]) == set(PATHS)
+    reruns = live["checks"]["reruns"]["paths"]["native"]
+    assert len(reruns["runs"]) == 11 and len(reruns["recalibrated"]) == 5
+    assert np.all(np.array(reruns["recalibrated"]) > 0.5)
