@@ -54,6 +54,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
+from torch._functorch import config as functorch_config
 
 from . import functional, numpy_ref
 from ._cli import OutputPathError, check_output_path, positive_int, write_text_atomically
@@ -568,9 +569,12 @@ def run_benchmark(device: str = "cpu", shapes: Sequence[tuple[int, int]] | None 
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
+    # The backward is timed by repeated autograd.grad(..., retain_graph=True); a compiled
+    # backward that donates its saved buffers refuses that, so donation is switched off.
     try:
-        return _run(device, shapes, dtypes, implementations, ops, ns, reps, runs, quick,
-                    check, check_shapes, progress or (lambda _msg: None))
+        with functorch_config.patch(donated_buffer=False):
+            return _run(device, shapes, dtypes, implementations, ops, ns, reps, runs, quick,
+                        check, check_shapes, progress or (lambda _msg: None))
     finally:
         torch.set_num_threads(previous)
 

@@ -395,3 +395,12 @@ def test_command_line_fails_within_seconds_on_an_unwritable_csv(tmp_path):
     assert str(blocker / "x.csv") in done.stderr.strip().splitlines()[-1]
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert time.monotonic() - start < 60  # the quick benchmark alone takes longer
+
+
+def test_the_compiled_backward_can_be_timed_again_and_again():
+    # autograd.grad(..., retain_graph=True) per call: a compiled backward that donates its
+    # buffers would refuse the second call (the benchmark switches donation off).
+    rep = bench.run_benchmark(shapes=[(4, 16)], implementations=("compiled", "torch"),
+                              reps=2, check_shapes={16: 4})
+    assert rep.errors == {}
+    assert rep.row("compiled", "bwd")["check"] == "ok"

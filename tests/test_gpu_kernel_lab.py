@@ -172,3 +172,19 @@ def test_tuned_finds_exactly_one_configuration():
     assert c["graph_gbps"] > c["gbps"] > 0
     with pytest.raises(KeyError, match="match"):
         h100.tuned(tune, kernel="forward", n=16384)
+
+
+def test_goals_and_roofline_points_skip_what_was_not_measured():
+    rows = [dict(op="layer_norm", implementation=i, shape="s", dtype="float32",
+                 direction=d, ms=ms, gbps=g, runs_ms=[ms] * 3)
+            for i, d, ms, g in (("torch", "fwd", 1.0, 4.0), ("torch", "bwd", 1.0, 6.0),
+                                ("compiled", "fwd", 0.5, 8.0))]
+    report = bench.BenchReport(rows=rows)
+    lines = cpu_run.goal_lines(report).splitlines()
+    assert "compiled fwd at 2.00x torch's speed (goal 0.9x: met)" in lines[0]
+    assert "compiled bwd not measured" in lines[1]
+    points = cpu_run.roofline_points(report)
+    assert [p[0] for p in points] == ["torch fwd", "torch bwd", "compiled fwd"]
+    ai = bench.arithmetic_intensity(torch.float32, "fwd")
+    assert points[2] == ("compiled fwd", ai, ai * 8.0)
+    assert [r["direction"] for r in cpu_run.comparisons(report)] == ["fwd"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
+
 from layernorm_tutorial import bench
 
 PAIRS = (("compiled", "composite"), ("torch", "composite"), ("compiled", "torch"))
@@ -19,16 +21,51 @@ def comparisons(report: bench.BenchReport,
                 pairs: Sequence[tuple[str, str]] = PAIRS) -> list[dict]:
     """Per pair and direction: the word (faster, slower, tie), the time ratio b / a and
     the tie band (the larger spread). Pairs with a missing side are left out."""
-    have = {r["implementation"] for r in report.rows}
     out = []
     for a, b in pairs:
-        if a not in have or b not in have:
-            continue
         for direction in bench.DIRECTIONS:
+            if not (_has(report, a, direction) and _has(report, b, direction)):
+                continue
             v = report.compare(a, b, direction)
             out.append(dict(a=a, b=b, direction=direction, word=v["word"],
                             ratio=1.0 + v["gap"], band=v["band"]))
     return out
+
+
+def _has(report: bench.BenchReport, impl: str, direction: str) -> bool:
+    return any(r["implementation"] == impl and r["direction"] == direction
+               for r in report.rows)
+
+
+GOALS = (("compiled", "fwd", 0.9), ("compiled", "bwd", 0.8),
+         ("composite", "fwd", 0.3), ("composite", "bwd", 0.3))
+
+
+def goal_lines(report: bench.BenchReport, goals=GOALS) -> str:
+    """Each goal (implementation, direction, speed relative to torch's kernel): this
+    machine's speed and whether the goal is met; "not measured" where a row is missing."""
+    lines = []
+    for impl, direction, target in goals:
+        if not (_has(report, impl, direction) and _has(report, "torch", direction)):
+            lines.append(f"this machine: {impl:>9} {direction} not measured (see errors)")
+            continue
+        speed = report.row("torch", direction)["ms"] / report.row(impl, direction)["ms"]
+        lines.append(f"this machine: {impl:>9} {direction} at {speed:.2f}x torch's speed "
+                     f"(goal {target}x: {'met' if speed >= target else 'not met'})")
+    return "\n".join(lines)
+
+
+def roofline_points(report: bench.BenchReport,
+                    impls=("torch", "compiled", "composite")) -> list[tuple]:
+    """(label, flop/byte, GFLOP/s) of each measured implementation and direction."""
+    points = []
+    for impl in impls:
+        for direction in bench.DIRECTIONS:
+            if _has(report, impl, direction):
+                row = report.row(impl, direction)
+                ai = bench.arithmetic_intensity(getattr(torch, row["dtype"]), direction)
+                points.append((f"{impl} {direction}", ai, ai * row["gbps"]))
+    return points
 
 
 def format_comparisons(rows: Sequence[dict]) -> str:
