@@ -83,8 +83,10 @@ def norm_traffic(rows: int, cols: int, *, kind: str = "layer", fused: bool = Tru
 
 # Datasheet DRAM bandwidth and multiprocessors of the two targets the table is compiled for.
 GPU_SPECS = {
-    "sm_80": dict(gpu="A100 80GB SXM", peak_gbps=2039.0, multiprocessors=108),
-    "sm_90": dict(gpu="H100 80GB SXM", peak_gbps=3350.0, multiprocessors=132),
+    "sm_80": dict(gpu="A100 80GB SXM", peak_gbps=2039.0, multiprocessors=108,
+                  l2_bytes=40 * 2**20),
+    "sm_90": dict(gpu="H100 80GB SXM", peak_gbps=3350.0, multiprocessors=132,
+                  l2_bytes=50 * 2**20),
 }
 # Measured on the H100 lent to this project (book/data/gpu_tune_h100.json, kernel_tune.py): one
 # dependent global load took 357 ns over a 1 GiB array (DRAM) and 149 ns over 8 MiB (L2),
@@ -361,11 +363,12 @@ def fused_launch(kernel: str, n: int, element_size: int, target: str, table_rows
     """The launch ``fused`` makes for rows of ``n`` (``fused.fused_launch_config``), with the
     registers and shared memory of the heaviest compiled variant of ``op``'s norm in
     ``table_rows`` (``fused_aot``) and its persistent grid: forward ``min(tiles, SMs x
-    min(resident, FUSED_FORWARD_PROGRAMS_PER_SM))``, backward ``min(tiles, SMs)``."""
+    min(resident, FUSED_FORWARD_PROGRAMS_PER_SM))``, backward ``min(tiles, SMs)``, on the
+    chunked path also at most ``fused.chunked_backward_programs`` (L2 capacity)."""
     from .triton_kernels import fused, resources
 
     cfg = fused.fused_launch_config(n, kernel, element_size)
-    rows = cfg.rows if cfg.row_fits_block else 1
+    rows = cfg.rows
     rms = "rms" in op
     dtype = _DTYPE_NAMES[element_size]
     r = next((x for x in table_rows if x["kernel"] == kernel and x["target"] == target
@@ -383,6 +386,9 @@ def fused_launch(kernel: str, n: int, element_size: int, target: str, table_rows
         programs = min(tiles, sms * max(1, min(resident, FUSED_FORWARD_PROGRAMS_PER_SM)))
     else:
         programs = min(tiles, sms)
+        if not cfg.row_fits_block:
+            programs = min(programs, fused.chunked_backward_programs(
+                n, rows, element_size, 1 if rms else 2, GPU_SPECS[target]["l2_bytes"]))
     return FusedLaunch(kernel, cfg.block_n, cfg.num_warps, rows, cfg.row_fits_block,
                        cfg.num_stages, r["registers"], shared, programs)
 
@@ -402,6 +408,7 @@ class FusedModel:
     ideal_bytes: int
     dram_bytes: int
     cache_bytes: int
+    working_set_bytes: int  # what the chunked paths keep for re-use (rows, partial rows)
     in_flight_per_sm: float
     needed_per_sm: float
     duty: float  # fraction of the time a program has loads outstanding
@@ -424,7 +431,10 @@ def fused_model(launch: FusedLaunch, m: int, n: int, element_size: int, target: 
     - DRAM bytes: ideal, plus the backward's float32 partial rows (one per program, the
       programs at most one per SM) written and read back by the one-step reduction; cache
       traffic (L2): the chunked forward's second read of each row (s or x), the chunked
-      backward's second read of x and dy and its read-modify-write of the partial rows.
+      backward's second read of x and dy and its read-modify-write of the partial rows
+      (once per tile of ``rows`` rows). When what the programs keep for that re-use (their
+      rows being re-read, and the backward's partial rows) exceeds the L2 cache
+      (``GPU_SPECS[...]["l2_bytes"]``), that traffic is charged to DRAM instead.
 
     Predicted fraction of peak = ``min(1, in flight / needed) x duty x ideal / (DRAM + cache /
     L2_SPEEDUP)``; an upper bound, like ``kernel_model``'s (no launch overhead, no tail)."""
@@ -442,19 +452,24 @@ def fused_model(launch: FusedLaunch, m: int, n: int, element_size: int, target: 
     needed = spec["peak_gbps"] * 1e9 * latency_ns * 1e-9 / sms
     duty = UNPIPELINED_DUTY if launch.num_stages == 1 and active <= 1.0 else 1.0
     ideal = fused_ideal_bytes(m, n, element_size, direction, op)
-    dram, cache = ideal, 0
+    dram, cache, working = ideal, 0, 0
     slabs = 1 if "rms" in op else 2
     if direction == "bwd":
         dram += slabs * 2 * launch.programs * n * PARTIAL_BYTES
         if not launch.row_fits_block:
             cache += m * n * 2 * element_size  # x and dy read a second time
-            cache += slabs * 2 * m * n * PARTIAL_BYTES  # partial rows read and written
+            cache += slabs * 2 * m * n * PARTIAL_BYTES // launch.rows  # partials, per tile
+            working = launch.programs * (launch.rows * n * 2 * element_size
+                                         + slabs * n * PARTIAL_BYTES)
     elif not launch.row_fits_block:
         cache += m * n * element_size  # s (or x) read again by the normalize pass
+        working = launch.programs * launch.rows * n * element_size
+    if working > spec["l2_bytes"]:  # the re-used data does not stay in L2
+        dram, cache = dram + cache, 0
     fraction = min(1.0, in_flight / needed) * duty * ideal / (dram + cache / L2_SPEEDUP)
     gbps = fraction * spec["peak_gbps"]
     return FusedModel(launch, op, target, m, n, element_size, occ["programs"], active, ideal,
-                      dram, cache, in_flight, needed, duty, fraction, gbps,
+                      dram, cache, working, in_flight, needed, duty, fraction, gbps,
                       ideal / (gbps * 1e9) * 1e6)
 
 
@@ -483,6 +498,7 @@ def fused_predictions(table_rows: list[dict], ns=(1024, 2048, 4096, 8192, 16384,
                                kb_needed_per_sm=round(md.needed_per_sm / 1024, 1),
                                dram_over_ideal=round(md.dram_bytes / md.ideal_bytes, 4),
                                l2_over_ideal=round(md.cache_bytes / md.ideal_bytes, 3),
+                               working_set_mib=round(md.working_set_bytes / 2**20, 1),
                                duty=md.duty, predicted_fraction=round(md.predicted_fraction, 4),
                                predicted_gbps=round(md.predicted_gbps, 1),
                                predicted_us=round(md.predicted_us, 2),
@@ -511,3 +527,55 @@ def format_fused_predictions(rows: list[dict], target: str = "sm_90") -> str:
                      f"{r['predicted_fraction']:>6.0%}{r['predicted_gbps']:>7.0f}"
                      f"{r['predicted_us']:>8.1f}{r['bytes_per_element']:>7.1f}{apart}")
     return "\n".join(lines)
+
+
+def _git_commit() -> str | None:
+    import subprocess
+    from pathlib import Path
+
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True, cwd=Path(__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv=None) -> None:
+    """``python -m layernorm_tutorial.roofline --table T --out P``: write the model's
+    predictions for the one-source kernels (``fused_predictions`` of the compiled table
+    ``T``) to ``P`` with the date, the commit and the model's assumptions, so that a later
+    GPU run is compared with what was predicted before it."""
+    import argparse
+    import datetime
+    import json
+
+    from ._cli import OutputPathError, check_output_path, write_text_atomically
+
+    parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.roofline",
+                                     description=main.__doc__.split("\n\n")[0])
+    parser.add_argument("--table", required=True,
+                        help="fused resource table (python -m ...triton_kernels.fused_aot)")
+    parser.add_argument("--out", required=True, help="JSON file to write")
+    parser.add_argument("--force", action="store_true", help="replace an existing file")
+    args = parser.parse_args(argv)
+    try:
+        out = check_output_path(args.out, force=args.force)
+    except OutputPathError as err:
+        parser.error(str(err))
+    with open(args.table) as f:
+        table = json.load(f)
+    rows = fused_predictions(table["rows"])
+    write_text_atomically(out, json.dumps(dict(
+        command=f"python -m layernorm_tutorial.roofline --table {args.table} --out {args.out}",
+        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        commit=_git_commit(), table_versions=table["versions"],
+        assumptions=dict(latency_ns=DEFAULT_LATENCY_NS, l2_speedup=L2_SPEEDUP,
+                         unpipelined_duty=UNPIPELINED_DUTY, gpus=GPU_SPECS, m=4096,
+                         dtype="bf16", note="predictions before any GPU run of these kernels"),
+        rows=rows), indent=1) + "\n")
+    print(format_fused_predictions(rows))
+    print(f"wrote {len(rows)} predictions to {out}")
+
+
+if __name__ == "__main__":
+    main()

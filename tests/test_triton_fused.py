@@ -156,6 +156,8 @@ def test_chunked_path_forced_on_short_rows(kind, dtype, monkeypatch):
     monkeypatch.setattr(fused, "FUSED_MAX_BLOCK_N", 64)
     monkeypatch.setattr(fused, "FUSED_MAX_BLOCK_N_BACKWARD", 64)
     assert not fused.fused_launch_config(300, "forward").row_fits_block
+    backward = fused.fused_launch_config(300, "backward", 4)  # 2 rows per tile, 32 lanes
+    assert backward.rows > 1 and 300 % backward.block_n and 5 % backward.rows
     check(kind, *_make(5, 300, dtype, seed=3))
 
 

@@ -152,6 +152,18 @@ def test_fused_model_pipelining_partials_and_chunks():
     resident = roofline.fused_model(_fused_launch(kernel="forward", block_n=65536, rows=1),
                                     m, 65536, 2, "sm_90")
     assert resident.cache_bytes == 0 and chunks.predicted_fraction < resident.predicted_fraction
+    # chunked backward: the partial rows' read-modify-write once per tile of `rows` rows;
+    # when the re-used rows and partials exceed L2 the model charges them to DRAM
+    one, four = (roofline.fused_model(_fused_launch(row_fits_block=False, block_n=4096 // r,
+                                                    rows=r), m, 16384, 2, "sm_90")
+                 for r in (1, 4))
+    assert one.cache_bytes - four.cache_bytes == 2 * m * 16384 * 4 * 3 // 4
+    assert four.predicted_fraction > one.predicted_fraction
+    assert four.working_set_bytes <= roofline.GPU_SPECS["sm_90"]["l2_bytes"]
+    big = roofline.fused_model(_fused_launch(row_fits_block=False, block_n=2048, rows=1),
+                               m, 65536, 4, "sm_90", op="add_layer_norm")
+    assert big.working_set_bytes > roofline.GPU_SPECS["sm_90"]["l2_bytes"]
+    assert big.cache_bytes == 0 and big.dram_bytes > big.ideal_bytes * 2
     assert piped.predicted_us == pytest.approx(
         piped.ideal_bytes / (piped.predicted_fraction * 3350e9) * 1e6)
 
@@ -194,3 +206,12 @@ def test_fused_predictions_per_n(fused_table):
         assert by[("add_rms_norm", target, 16384, "fwd")]["path"] == "resident"
     text = roofline.format_fused_predictions(rows)
     assert "add_rms_norm" in text and "65536" in text
+
+
+def test_stored_predictions_are_what_the_model_computes_today(fused_table):
+    # book/data/kernel_fused_predictions.json was written before any GPU ran these kernels
+    # (its date and commit say when); it must still be what the code computes from the table.
+    stored = resources.load_table(FUSED_TABLE.parent / "kernel_fused_predictions.json")
+    assert stored["rows"] == roofline.fused_predictions(fused_table["rows"]), (
+        "stale: regenerate with " + stored["command"] + " --force")
+    assert stored["assumptions"]["latency_ns"] == roofline.DEFAULT_LATENCY_NS

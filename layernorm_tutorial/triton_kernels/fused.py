@@ -54,11 +54,18 @@ from .ops import SUPPORTED_DTYPES, _check_device_and_dtype, _rows_view, resident
 
 # Launch rules (``fused_launch_config``). Forward: rows of up to FUSED_MAX_BLOCK_N elements
 # are held in registers (ROWS of them per tile when short); longer rows take the statistics
-# pass + normalize pass in chunks of FUSED_CHUNK. Backward: rows held up to
+# pass + normalize pass in chunks of FUSED_CHUNK_BYTES. Backward: rows held up to
 # FUSED_MAX_BLOCK_N_BACKWARD (x, dy and two 1-D accumulators in registers), longer in chunks.
 FUSED_MAX_BLOCK_N = 16384
 FUSED_MAX_BLOCK_N_BACKWARD = 8192
-FUSED_CHUNK = 4096
+FUSED_CHUNK_BYTES = 8192  # chunks of 8 KiB per streamed tensor: 4096 16-bit, 2048 fp32 lanes
+# Chunked backward: ROWS rows per tile (each ROWS x chunk / ROWS), as many as keep
+# ROWS x N x element size within this many bytes per program (its rows, re-read in pass 2,
+# stay in L2: 132 programs x 128 KiB = 17 MiB per streamed tensor).
+FUSED_CHUNK_ROWS_BYTES = 128 * 1024
+# ...and no more chunked-backward programs than keep their rows and partial rows within this
+# share of L2 (``chunked_backward_programs``): above 32K elements, one program per SM would not.
+FUSED_L2_SHARE = 0.75
 FUSED_TILE = 4096  # elements per tile of short rows (bytes in flight, see ``roofline``)
 FUSED_MAX_ROWS = 16
 # Pipelining depth of the persistent loops: two stages, so that one tile's loads are in flight
@@ -94,7 +101,9 @@ def fused_launch_config(n: int, kernel: str = "forward", element_size: int = 2,
     Rows up to the cap (``FUSED_MAX_BLOCK_N`` forward, ``FUSED_MAX_BLOCK_N_BACKWARD``
     backward, or ``max_block_n``) are held in one ``next_power_of_2(n)`` block, ``ROWS``
     rows per tile so that a tile holds ``FUSED_TILE`` elements (at most ``FUSED_MAX_ROWS``
-    rows); longer rows are walked in chunks of ``min(cap, FUSED_CHUNK)``. Warps by tile
+    rows); longer rows are walked in chunks of ``FUSED_CHUNK_BYTES`` of each tensor (4096
+    16-bit or 2048 float32 elements, at most the cap), in the backward ``ROWS`` rows at a
+    time (``FUSED_CHUNK_ROWS_BYTES``; the chunk is then split between the rows). Warps by tile
     size: forward 4 below 4096 elements, 8 up to 8192, 16 above; backward 4 below 2048, 8 up
     to 4096, 16 above; 8 on the chunked paths (fewer warps for the same tile spilled in the
     ahead-of-time compile, ``fused_aot``). Stages: ``FUSED_STAGES`` when two stages of the
@@ -111,8 +120,13 @@ def fused_launch_config(n: int, kernel: str = "forward", element_size: int = 2,
         warps = 4 if tile < low else 8 if tile <= max(low, 4096 if kernel == "backward"
                                                        else 8192) else 16
     else:
-        block_n, rows, fits, warps = min(cap, FUSED_CHUNK), 1, False, 8
-        tile = block_n
+        chunk = min(cap, FUSED_CHUNK_BYTES // element_size)
+        rows = 1
+        if kernel == "backward":  # rows per tile: the partial rows' traffic / ROWS
+            whole = triton.next_power_of_2(n) * element_size
+            rows = min(max(FUSED_CHUNK_ROWS_BYTES // whole, 1), FUSED_MAX_ROWS,
+                       max(chunk // 32, 1))  # at least a warp's 32 lanes per row
+        block_n, fits, warps, tile = chunk // rows, False, 8, chunk
     stage = tile * element_size * STREAMED_TENSORS[kernel]
     stages = FUSED_STAGES if FUSED_STAGES * stage <= FUSED_STAGE_BUDGET else 1
     return FusedConfig(block_n, warps, rows, fits, stages)
@@ -167,7 +181,7 @@ def fused_norm_forward(x2d: torch.Tensor, residual2d: torch.Tensor | None,
             mean.fill_(float("nan"))
         return y, s, mean, rstd.fill_(float("nan"))
     cfg = config or fused_launch_config(n, "forward", x2d.element_size(), max_block_n)
-    rows = cfg.rows if cfg.row_fits_block else 1
+    rows = cfg.rows
     constants = dict(IS_RMS=rms, HAS_RESIDUAL=residual2d is not None,
                      HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
                      BLOCK_N=cfg.block_n, ROWS=rows, ROW_FITS_BLOCK=cfg.row_fits_block,
@@ -188,6 +202,16 @@ def fused_reduce_block_n(g: int, n: int) -> int:
     (at least 16), at most ``next_pow2(N)``."""
     block_g = triton.next_power_of_2(max(g, 1))
     return max(16, min(FUSED_REDUCE_TILE // block_g, triton.next_power_of_2(max(n, 1))))
+
+
+def chunked_backward_programs(n: int, rows: int, element_size: int, slabs: int,
+                              l2_bytes: int) -> int:
+    """Most programs of the chunked backward whose re-used data stays in L2: each keeps
+    ``rows`` rows of x and dy (re-read by pass 2) and its ``slabs`` float32 partial rows
+    (read and written once per tile); together at most ``FUSED_L2_SHARE`` of the L2 cache
+    (the rest serves the streaming loads). ``roofline.fused_launch`` uses the same rule."""
+    per_program = rows * n * 2 * element_size + slabs * n * 4
+    return max(1, int(FUSED_L2_SHARE * l2_bytes) // per_program)
 
 
 def fused_sum_partials(partial: torch.Tensor, dw: torch.Tensor | None,
@@ -244,7 +268,7 @@ def fused_norm_backward(dy2d: torch.Tensor | None, x2d: torch.Tensor,
                 t.zero_()
         return dx, dweight, dbias
     cfg = config or fused_launch_config(n, "backward", x2d.element_size(), max_block_n)
-    rows = cfg.rows if cfg.row_fits_block else 1
+    rows = cfg.rows
     constants = dict(IS_RMS=rms, HAS_DRES=ds2d is not None, HAS_WEIGHT=weight is not None,
                      COMPUTE_DW=compute_dw, COMPUTE_DB=compute_db, BLOCK_N=cfg.block_n,
                      ROWS=rows, ROW_FITS_BLOCK=cfg.row_fits_block, NUM_STAGES=cfg.num_stages)
@@ -255,6 +279,11 @@ def fused_norm_backward(dy2d: torch.Tensor | None, x2d: torch.Tensor,
             dx.stride(0), dy2d.stride(0), ds_arg.stride(0), x2d.stride(0), m, n)
     grid = programs or _grid(triton.cdiv(m, rows), FUSED_BACKWARD_PROGRAMS_PER_SM, dev,
                              fused_norm_bwd_kernel, args, constants, cfg.num_warps)
+    if programs is None and not cfg.row_fits_block and dev.type == "cuda":
+        l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
+        if l2:
+            grid = min(grid, chunked_backward_programs(n, rows, x2d.element_size(),
+                                                       compute_dw + compute_db, l2))
     slabs = compute_dw or compute_db
     partial = torch.empty((2, grid, n) if slabs else (2, 1, 1), dtype=torch.float32,
                           device=dev)

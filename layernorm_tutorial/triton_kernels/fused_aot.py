@@ -93,7 +93,7 @@ def jobs(variants: str = "heaviest", dtypes=aot.DTYPES, targets=tuple(aot.TARGET
             for cfg in launches(kernel, dtype):
                 for flags in _flags(kernel, variants):
                     constants = dict(**flags, BLOCK_N=cfg.block_n,
-                                     ROWS=cfg.rows if cfg.row_fits_block else 1,
+                                     ROWS=cfg.rows,
                                      ROW_FITS_BLOCK=cfg.row_fits_block,
                                      NUM_STAGES=cfg.num_stages)
                     for target in targets:
@@ -112,6 +112,12 @@ def jobs(variants: str = "heaviest", dtypes=aot.DTYPES, targets=tuple(aot.TARGET
                             label=_label("reduce", constants, 4), kernel="reduce",
                             dtype=dtype))
     return out
+
+
+def _job_key(job: dict) -> tuple:
+    """A job (or a row compiled from it): kernel, dtype, target, warps and constants."""
+    return (job["kernel"], job["dtype"], job["target"], job["num_warps"],
+            tuple(sorted(job["constants"].items())))
 
 
 def compile_jobs(job_list: list[dict], workers: int = 1, cache_dir=None) -> list[dict]:
@@ -139,19 +145,31 @@ def main(argv=None) -> None:
                         help="compiling processes in parallel (default 1)")
     parser.add_argument("--variants", choices=("heaviest", "all"), default="heaviest",
                         help="flag combinations per launch (default: the heaviest of each norm)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the rows of the existing --out table that the same triton and "
+                             "ptxas compiled for a job still in the grid; compile the rest")
     args = parser.parse_args(argv)
     try:
-        out = check_output_path(args.out, force=args.force)
+        out = check_output_path(args.out, force=args.force or args.reuse)
     except OutputPathError as err:
         parser.error(str(err))
     job_list = jobs(args.variants)
+    old = {}
+    if args.reuse and out.exists():
+        table = json.loads(out.read_text())
+        if table["versions"] == aot.versions():
+            old = {_job_key(r): r for r in table["rows"]}
+    todo = [j for j in job_list if _job_key(j) not in old]
     start = time.perf_counter()
-    rows = compile_jobs(job_list, args.jobs)
+    fresh = iter(compile_jobs(todo, args.jobs) if todo else [])
+    rows = [old[_job_key(j)] if _job_key(j) in old else next(fresh) for j in job_list]
     seconds = time.perf_counter() - start
+    print(f"compiled {len(todo)}, reused {len(job_list) - len(todo)}")
     command = ("python -m layernorm_tutorial.triton_kernels.fused_aot --out " + args.out
                + ("" if args.variants == "heaviest" else " --variants all"))
     write_text_atomically(out, json.dumps(dict(
         command=command, variants=args.variants, seconds=round(seconds, 1),
+        compiled=len(todo), reused=len(job_list) - len(todo),
         versions=aot.versions(), rows=rows), indent=1) + "\n")
     print(f"wrote {len(rows)} compiled configurations to {out} in {seconds:.0f} s")
 

@@ -192,8 +192,9 @@ def fused_norm_bwd_kernel(
     ``ROWS``. Program ``pid`` owns row ``pid`` of each partial slab (zeros when it received no
     rows): no atomics, a fixed order of additions, deterministic. With one program per
     multiprocessor the partial slabs hold one row per SM, summed by ``fused_sum_partials``
-    in one step. Long rows: pass 1 (c1, c2) and pass 2 (dx), the partial rows updated in
-    place chunk by chunk (read-modify-write, private to the program, from L2)."""
+    in one step. Long rows: ``ROWS`` rows at a time, pass 1 (c1, c2) and pass 2 (dx, the
+    rows re-read from L2), the partial rows updated in place chunk by chunk, once per tile
+    of ``ROWS`` rows (read-modify-write, private to the program)."""
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -249,50 +250,62 @@ def fused_norm_bwd_kernel(
                 tl.store(PartialDW + c, tl.zeros([BLOCK_N], dtype=tl.float32), mask=c < N)
             if COMPUTE_DB:
                 tl.store(PartialDB + c, tl.zeros([BLOCK_N], dtype=tl.float32), mask=c < N)
-        for row in tl.range(pid, M, programs):
-            row64 = tl.cast(row, tl.int64)
-            rstd = tl.load(Rstd + row64)
+        # ROWS rows at a time (a ROWS x BLOCK_N tile per chunk): the partial rows are read
+        # and written once per tile, not once per row.
+        tiles = tl.cdiv(M, ROWS)
+        for tile in tl.range(pid, tiles, programs):
+            rows = tile * ROWS + tl.arange(0, ROWS)
+            row_mask = rows < M
+            rows64 = rows.to(tl.int64)
+            rstd = tl.load(Rstd + rows, mask=row_mask, other=0.0)
             if IS_RMS:
-                mean = 0.0
+                mean = tl.zeros([ROWS], dtype=tl.float32)
             else:
-                mean = tl.load(Mean + row64)
+                mean = tl.load(Mean + rows, mask=row_mask, other=0.0)
             # Pass 1: c1 and c2 need the whole row before any dx can be written.
-            acc1 = tl.zeros([BLOCK_N], dtype=tl.float32)
-            acc2 = tl.zeros([BLOCK_N], dtype=tl.float32)
+            acc1 = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+            acc2 = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
             for start in tl.range(0, N, BLOCK_N, num_stages=NUM_STAGES):
                 c = start + cols
-                m = c < N
-                x = tl.load(X + row64 * stride_x + c, mask=m, other=0.0).to(tl.float32)
-                dy = tl.load(DY + row64 * stride_dy + c, mask=m, other=0.0).to(tl.float32)
-                xhat = tl.where(m, (x - mean) * rstd, 0.0)
+                m = row_mask[:, None] & (c < N)[None, :]
+                x = tl.load(X + rows64[:, None] * stride_x + c[None, :], mask=m,
+                            other=0.0).to(tl.float32)
+                dy = tl.load(DY + rows64[:, None] * stride_dy + c[None, :], mask=m,
+                             other=0.0).to(tl.float32)
+                xhat = tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
                 if HAS_WEIGHT:
-                    dy = tl.load(W + c, mask=m, other=0.0).to(tl.float32) * dy
+                    dy = tl.load(W + c, mask=c < N, other=0.0).to(tl.float32)[None, :] * dy
                 acc1 += xhat * dy
                 if not IS_RMS:
                     acc2 += dy
-            c1 = tl.sum(acc1, axis=0) / N
-            c2 = tl.sum(acc2, axis=0) / N  # 0 for RMSNorm
-            # Pass 2 (the row re-read from L2): dx and the partial dw, db.
+            c1 = tl.sum(acc1, axis=1) / N
+            c2 = tl.sum(acc2, axis=1) / N  # 0 for RMSNorm
+            # Pass 2 (the rows re-read from L2): dx and the partial dw, db.
             for start in tl.range(0, N, BLOCK_N, num_stages=NUM_STAGES):
                 c = start + cols
-                m = c < N
-                x = tl.load(X + row64 * stride_x + c, mask=m, other=0.0).to(tl.float32)
-                dy = tl.load(DY + row64 * stride_dy + c, mask=m, other=0.0).to(tl.float32)
-                xhat = tl.where(m, (x - mean) * rstd, 0.0)
+                cm = c < N
+                m = row_mask[:, None] & cm[None, :]
+                x = tl.load(X + rows64[:, None] * stride_x + c[None, :], mask=m,
+                            other=0.0).to(tl.float32)
+                dy = tl.load(DY + rows64[:, None] * stride_dy + c[None, :], mask=m,
+                             other=0.0).to(tl.float32)
+                xhat = tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
                 if HAS_WEIGHT:
-                    wdy = tl.load(W + c, mask=m, other=0.0).to(tl.float32) * dy
+                    wdy = tl.load(W + c, mask=cm, other=0.0).to(tl.float32)[None, :] * dy
                 else:
                     wdy = dy
-                dx = (wdy - (xhat * c1 + c2)) * rstd
+                dx = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
                 if HAS_DRES:
-                    dx += tl.load(DS + row64 * stride_ds + c, mask=m, other=0.0).to(tl.float32)
-                tl.store(DX + row64 * stride_dx + c, dx.to(DX.dtype.element_ty), mask=m)
+                    dx += tl.load(DS + rows64[:, None] * stride_ds + c[None, :], mask=m,
+                                  other=0.0).to(tl.float32)
+                tl.store(DX + rows64[:, None] * stride_dx + c[None, :],
+                         dx.to(DX.dtype.element_ty), mask=m)
                 if COMPUTE_DW:
-                    p = tl.load(PartialDW + c, mask=m, other=0.0)
-                    tl.store(PartialDW + c, p + dy * xhat, mask=m)
+                    p = tl.load(PartialDW + c, mask=cm, other=0.0)
+                    tl.store(PartialDW + c, p + tl.sum(dy * xhat, axis=0), mask=cm)
                 if COMPUTE_DB:
-                    p = tl.load(PartialDB + c, mask=m, other=0.0)
-                    tl.store(PartialDB + c, p + dy, mask=m)
+                    p = tl.load(PartialDB + c, mask=cm, other=0.0)
+                    tl.store(PartialDB + c, p + tl.sum(dy, axis=0), mask=cm)
 
 
 @triton.jit
