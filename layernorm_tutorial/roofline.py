@@ -364,7 +364,7 @@ def fused_launch(kernel: str, n: int, element_size: int, target: str, table_rows
     registers and shared memory of the heaviest compiled variant of ``op``'s norm in
     ``table_rows`` (``fused_aot``) and its persistent grid: forward ``min(tiles, SMs x
     min(resident, FUSED_FORWARD_PROGRAMS_PER_SM))``, backward ``min(tiles, SMs)``, on the
-    chunked path also at most ``fused.chunked_backward_programs`` (L2 capacity)."""
+    chunked paths also at most ``fused.chunked_programs`` (L2 capacity)."""
     from .triton_kernels import fused, resources
 
     cfg = fused.fused_launch_config(n, kernel, element_size)
@@ -384,11 +384,14 @@ def fused_launch(kernel: str, n: int, element_size: int, target: str, table_rows
     if kernel == "forward":
         resident = resources.occupancy(r["registers"], cfg.num_warps, shared, target)["programs"]
         programs = min(tiles, sms * max(1, min(resident, FUSED_FORWARD_PROGRAMS_PER_SM)))
+        if not cfg.row_fits_block:
+            programs = min(programs, fused.chunked_programs(
+                n, 1, element_size, 1, 0, GPU_SPECS[target]["l2_bytes"]))
     else:
         programs = min(tiles, sms)
         if not cfg.row_fits_block:
-            programs = min(programs, fused.chunked_backward_programs(
-                n, rows, element_size, 1 if rms else 2, GPU_SPECS[target]["l2_bytes"]))
+            programs = min(programs, fused.chunked_programs(
+                n, rows, element_size, 2, 1 if rms else 2, GPU_SPECS[target]["l2_bytes"]))
     return FusedLaunch(kernel, cfg.block_n, cfg.num_warps, rows, cfg.row_fits_block,
                        cfg.num_stages, r["registers"], shared, programs)
 

@@ -63,8 +63,9 @@ FUSED_CHUNK_BYTES = 8192  # chunks of 8 KiB per streamed tensor: 4096 16-bit, 20
 # ROWS x N x element size within this many bytes per program (its rows, re-read in pass 2,
 # stay in L2: 132 programs x 128 KiB = 17 MiB per streamed tensor).
 FUSED_CHUNK_ROWS_BYTES = 128 * 1024
-# ...and no more chunked-backward programs than keep their rows and partial rows within this
-# share of L2 (``chunked_backward_programs``): above 32K elements, one program per SM would not.
+# ...and no more chunked programs than keep the rows they re-read (and the backward's partial
+# rows) within this share of L2 (``chunked_programs``): above 32K elements, one program per SM
+# (backward) or four (forward) would not.
 FUSED_L2_SHARE = 0.75
 FUSED_TILE = 4096  # elements per tile of short rows (bytes in flight, see ``roofline``)
 FUSED_MAX_ROWS = 16
@@ -193,6 +194,10 @@ def fused_norm_forward(x2d: torch.Tensor, residual2d: torch.Tensor | None,
             x2d.stride(0), r_arg.stride(0), y.stride(0), s_arg.stride(0), m, n, eps)
     grid = programs or _grid(triton.cdiv(m, rows), FUSED_FORWARD_PROGRAMS_PER_SM, dev,
                              fused_norm_fwd_kernel, args, constants, cfg.num_warps)
+    if programs is None and not cfg.row_fits_block and dev.type == "cuda":
+        l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
+        if l2:
+            grid = min(grid, chunked_programs(n, 1, x2d.element_size(), 1, 0, l2))
     fused_norm_fwd_kernel[(grid,)](*args, num_warps=cfg.num_warps, **constants)
     return y, s, mean, rstd
 
@@ -204,13 +209,14 @@ def fused_reduce_block_n(g: int, n: int) -> int:
     return max(16, min(FUSED_REDUCE_TILE // block_g, triton.next_power_of_2(max(n, 1))))
 
 
-def chunked_backward_programs(n: int, rows: int, element_size: int, slabs: int,
-                              l2_bytes: int) -> int:
-    """Most programs of the chunked backward whose re-used data stays in L2: each keeps
-    ``rows`` rows of x and dy (re-read by pass 2) and its ``slabs`` float32 partial rows
-    (read and written once per tile); together at most ``FUSED_L2_SHARE`` of the L2 cache
-    (the rest serves the streaming loads). ``roofline.fused_launch`` uses the same rule."""
-    per_program = rows * n * 2 * element_size + slabs * n * 4
+def chunked_programs(n: int, rows: int, element_size: int, reread: int, slabs: int,
+                     l2_bytes: int) -> int:
+    """Most programs of a chunked path whose re-used data stays in L2: each keeps ``rows``
+    rows of the ``reread`` tensors its second pass reads again (forward: s or x, 1;
+    backward: x and dy, 2) and its ``slabs`` float32 partial rows (backward, read and written
+    once per tile); together at most ``FUSED_L2_SHARE`` of the L2 cache (the rest serves the
+    streaming loads). ``roofline.fused_launch`` uses the same rule."""
+    per_program = rows * n * reread * element_size + slabs * n * 4
     return max(1, int(FUSED_L2_SHARE * l2_bytes) // per_program)
 
 
@@ -282,8 +288,8 @@ def fused_norm_backward(dy2d: torch.Tensor | None, x2d: torch.Tensor,
     if programs is None and not cfg.row_fits_block and dev.type == "cuda":
         l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
         if l2:
-            grid = min(grid, chunked_backward_programs(n, rows, x2d.element_size(),
-                                                       compute_dw + compute_db, l2))
+            grid = min(grid, chunked_programs(n, rows, x2d.element_size(), 2,
+                                              compute_dw + compute_db, l2))
     slabs = compute_dw or compute_db
     partial = torch.empty((2, grid, n) if slabs else (2, 1, 1), dtype=torch.float32,
                           device=dev)
