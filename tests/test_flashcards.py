@@ -227,3 +227,38 @@ def test_a_chinese_deck_with_an_untranslated_question_is_an_error(tmp_path):
     copy = _copy_with_an_added_question(tmp_path)
     with pytest.raises(flashcards.FlashcardError, match=r"iq-added-for-test.*interview\.po"):
         flashcards.write_deck(tmp_path / "zh.apkg", [copy], lang="zh", book_dir=BOOK)
+
+
+# ------------------------------------------------------------------ issue 35 (part 1)
+ISSUE_35_PART_1 = {
+    "iq-bn-placement": "batchnorm", "iq-bn-benefits": "batchnorm",
+    "iq-bn-learning-rate": "batchnorm", "iq-bn-regularize": "batchnorm",
+    "iq-frozen-bn": "batchnorm", "iq-bn-shift": "batchnorm",
+    "iq-weight-norm": "other", "iq-instance-norm-style": "other", "iq-lrn": "other",
+    "iq-prmsnorm": "other", "iq-drill-rms": "coding",
+}
+
+
+def test_the_new_part_1_questions_are_cards_tagged_with_their_section(deck):
+    """The questions that issue 35 added to part 1 land in the deck, each with a Chinese
+    title and the tag of the section it sits in."""
+    _, _, notes = deck
+    by_label = {n["label"]: n for n in notes}
+    for label, tag in ISSUE_35_PART_1.items():
+        assert label in by_label, label
+        note = by_label[label]
+        assert tag in note["tags"], (label, note["tags"])
+        assert CJK.search(note["chinese"]) and note["short"].strip(), label
+    part_1 = flashcards.parse_questions(BOOK / "interview.ipynb")
+    assert len(part_1) >= 32      # 21 before issue 35, 11 added
+
+
+def test_the_warm_up_question_no_longer_promises_pre_ln_trains_without_it():
+    """chapters-audit-2 item 5: the Pre-LN/Post-LN question asks whether Pre-LN still needs
+    warm-up, and its answer names practice (LLaMA's warm-up) next to Xiong et al."""
+    question = next(q for q in flashcards.parse_questions(BOOK / "interview.ipynb")
+                    if q.label == "iq-pre-post")
+    assert "without warm-up" not in question.title_en
+    assert "still need warm-up" in question.title_en
+    assert "touvron2023llama" in question.short_paragraph + question.answer
+    assert "xiong2020layer" in question.short_paragraph + question.answer
