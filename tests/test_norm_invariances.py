@@ -67,3 +67,19 @@ def test_group_norm_ignores_batch_size_and_batch_norm_does_not():
         ni.batch_size_gaps(sample, companions, [33])
     with pytest.raises(ValueError, match=r"\(1, C, H, W\)"):
         ni.batch_size_gaps(companions[:2], companions, [1])
+
+
+def test_family_table_text_fits_the_page_and_matches_axes():
+    from layernorm_tutorial import axes
+    from layernorm_tutorial.lab.norm_family.tables import family_table_text
+
+    for shape, layout, groups in (((20, 5, 10, 10), "NCHW", 5), ((32, 20, 512), "BTC", 8)):
+        text = family_table_text(shape, layout, groups)
+        lines = text.splitlines()
+        assert max(len(line) for line in lines) <= 80
+        rows = axes.family_table(shape, layout, num_groups=groups)
+        assert len(lines) == 2 + len(rows)
+        for line, row in zip(lines[2:], rows, strict=True):
+            assert line.split()[0] == row["member"].split()[0]
+            assert str(row["elements per statistic"]) in line
+            assert line.endswith(str(row["running statistics"]))
