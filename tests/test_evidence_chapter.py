@@ -70,12 +70,12 @@ def test_tolerances():
 
 
 def test_stored_live_checks_cover_every_path_and_check():
-    from layernorm_tutorial.lab.common.numerics_paths import PATHS
+    from layernorm_tutorial.lab.common.numerics_paths import CI_PATHS
 
     live = live_checks.load_live_checks()
     assert set(live["checks"]) == set(live_checks.CHECKS)
-    for check in live["checks"].values():
-        assert set(check["paths"]) == set(PATHS)
+    for check in live["checks"].values():   # the paths CI runs the notebook on, at least
+        assert set(check["paths"]) >= {"native", *CI_PATHS}
     reruns = live["checks"]["reruns"]["paths"]["native"]
     assert len(reruns["runs"]) == 11 and len(reruns["recalibrated"]) == 5
     assert np.all(np.array(reruns["recalibrated"]) > 0.5)
