@@ -16,21 +16,19 @@ judged here and nowhere else; every judged claim is registered, with its thresho
 4. **Threshold.** A practical size :math:`\delta > 0` from the claims registry.
 5. **Word.** Symmetric in the two directions, with an outcome for "too small to matter":
 
-   =====================  ==========================================  ===========================
-   word                   condition                                   what it means
-   =====================  ==========================================  ===========================
-   holds                  :math:`L > 0` and :math:`\bar d \ge \delta`  the interval shows the
-                                                                      claimed direction and the
-                                                                      estimate reaches delta
-   contradicted           :math:`H < 0` and :math:`\bar d \le -\delta` the mirror image: the
-                                                                      opposite direction, by an
-                                                                      estimate of at least delta
-   too small to matter    :math:`-\delta < L` and :math:`H < \delta`   the interval excludes an
-                                                                      effect of size delta either
-                                                                      way (equivalence, TOST at
-                                                                      2.5% per side)
-   not shown              otherwise                                   this experiment cannot tell
-   =====================  ==========================================  ===========================
+   ===================  ===========================================  ============================
+   word                 condition                                    what it says
+   ===================  ===========================================  ============================
+   holds                ``L > 0`` and ``d >= delta``                 claimed direction, estimate
+                                                                     at least delta
+   contradicted         ``H < 0`` and ``d <= -delta``                the mirror image
+   too small to matter  ``-delta < L`` and ``H < delta``             no effect of size delta,
+                                                                     either way (equivalence,
+                                                                     TOST at 2.5% per side)
+   not shown            otherwise                                    this experiment cannot tell
+   ===================  ===========================================  ============================
+
+   (``[L, H]``: the interval; ``d``: the estimate :math:`\bar d`; ``delta``: the threshold.)
 
    The four conditions never overlap. *holds* does not say that the whole interval clears
    :math:`\delta`: :attr:`Verdict.clears_threshold` (:math:`L \ge \delta`, or :math:`H \le
@@ -42,7 +40,8 @@ judged here and nowhere else; every judged claim is registered, with its thresho
 are interval-censored: each seed gives only the bounds of its ratio (:func:`rung_bounds`,
 :func:`ladder_verdict`). Their interval is the distribution-free 95% interval for the median
 log-ratio built from order statistics of those bounds, and the words follow the same table with
-the median's bounds in place of :math:`\bar d`. With ``n = 5`` no such interval exists (the
+the median's bounds in place of :math:`\bar d` (*holds* needs the median's lower bound to reach
+:math:`\delta`, *contradicted* its upper bound to reach :math:`-\delta`). With ``n = 5`` no such interval exists (the
 smallest two-sided sign-test p-value is :math:`2/2^5 = 0.0625`): five seeds cannot settle a
 ladder claim, whatever the data; six can.
 
