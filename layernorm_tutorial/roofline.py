@@ -8,6 +8,16 @@ fused one. Their ratio, the arithmetic intensity, sits far below a GPU's ridge p
 a peer's, :func:`liger_launch`): bytes moved, bytes in flight per multiprocessor against
 what Little's law asks for, occupancy from the compiled registers and shared memory, and
 the predicted fraction of the datasheet bandwidth, for sm_80 and sm_90.
+
+:func:`fused_model` does the same for the one-source kernels of ``triton_kernels.fused``
+(RMSNorm, the fused residual add + norm): their ideal bytes (:func:`fused_ideal_bytes`: 8
+bytes per element in bf16 for add + RMSNorm against 10 for the two apart), pipelined stages,
+one partial row per SM, the chunked paths' re-reads and the L2 capacity they need.
+:func:`fused_predictions` tabulates it per op, N, target and direction;
+``python -m layernorm_tutorial.roofline --table ... --out ...`` stores the table with its
+date (``book/data/kernel_fused_predictions.json``). Nothing here imports Triton: the model
+reads compiled tables, and only the functions that look up a launch rule import
+``triton_kernels``.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ in a fresh Python process with ``LAYERNORM_TRITON_COMPILE_ONLY=1`` and no
 ``TRITON_INTERPRET``. The book's stored table is produced by::
 
     python -m layernorm_tutorial.triton_kernels.aot --out book/data/kernel_resources.json
+
+The one-source kernels of ``fused`` (RMSNorm, fused add + norm) have their own table,
+``fused_aot`` (``book/data/kernel_fused_resources.json``), built with the same functions.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ Compile-time variants (``tl.constexpr``), not copies:
   ``HAS_DRES`` in the backward adds the gradient arriving at ``s`` from the next block;
 - ``HAS_WEIGHT``, ``HAS_BIAS`` (``COMPUTE_DW``, ``COMPUTE_DB`` in the backward);
 - ``ROW_FITS_BLOCK``: a row (``ROWS`` rows at a time when rows are short) is held in
-  registers; otherwise a row is walked in chunks of ``BLOCK_N``.
+  registers; otherwise a row is walked in chunks of ``BLOCK_N`` (the forward: a statistics
+  pass, then a normalize pass that re-reads the row from L2; the backward: ``ROWS`` rows
+  at a time, a pass for c1 and c2, then a pass for dx).
 
 Layout as in ``kernels``: the rows of ``(M, N)`` matrices with unit-stride columns, float32
 statistics and accumulators whatever the input dtype.
