@@ -260,3 +260,15 @@ def test_fused_flag_variants_of_the_largest_blocks_fit_like_the_heaviest(fused_v
                        and not (rms and k in ("HAS_BIAS", "COMPUTE_DB"))), heaviest["label"]
             assert max(r["shared_bytes"] for r in group) == heaviest["shared_bytes"], [
                 (r["label"], r["shared_bytes"]) for r in group]
+
+
+def test_fused_aot_cli_checks_the_output_path_before_compiling(tmp_path, capsys):
+    from layernorm_tutorial.triton_kernels import fused_aot
+
+    existing = tmp_path / "table.json"
+    existing.write_text("{}")
+    for argv in (["--out", str(existing)], ["--out", str(tmp_path)]):
+        with pytest.raises(SystemExit):
+            fused_aot.main(argv)
+    assert existing.read_text() == "{}"
+    assert "--force" in capsys.readouterr().err

@@ -215,3 +215,13 @@ def test_stored_predictions_are_what_the_model_computes_today(fused_table):
     assert stored["rows"] == roofline.fused_predictions(fused_table["rows"]), (
         "stale: regenerate with " + stored["command"] + " --force")
     assert stored["assumptions"]["latency_ns"] == roofline.DEFAULT_LATENCY_NS
+
+
+def test_predictions_cli_writes_once_and_refuses_to_overwrite(tmp_path, capsys):
+    out = tmp_path / "predictions.json"
+    roofline.main(["--table", str(FUSED_TABLE), "--out", str(out)])
+    written = resources.load_table(out)
+    assert written["rows"] == roofline.fused_predictions(resources.load_table(FUSED_TABLE)["rows"])
+    with pytest.raises(SystemExit):
+        roofline.main(["--table", str(FUSED_TABLE), "--out", str(out)])
+    assert "--force" in capsys.readouterr().err
