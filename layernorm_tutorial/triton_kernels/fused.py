@@ -117,9 +117,8 @@ def fused_launch_config(n: int, kernel: str = "forward", element_size: int = 2,
         block_n = min(triton.next_power_of_2(max(n, 1)), cap)
         rows = min(max(FUSED_TILE // block_n, 1), FUSED_MAX_ROWS)
         fits, tile = True, rows * block_n
-        low = 4096 if kernel == "forward" else 2048
-        warps = 4 if tile < low else 8 if tile <= max(low, 4096 if kernel == "backward"
-                                                       else 8192) else 16
+        low, high = (4096, 8192) if kernel == "forward" else (2048, 4096)
+        warps = 4 if tile < low else 8 if tile <= high else 16
     else:
         chunk = min(cap, FUSED_CHUNK_BYTES // element_size)
         rows = 1
