@@ -204,6 +204,12 @@ def test_fused_predictions_per_n(fused_table):
             assert bwd["programs"] <= roofline.GPU_SPECS[target]["multiprocessors"]
         assert by[("add_rms_norm", target, 65536, "fwd")]["path"] == "chunks"
         assert by[("add_rms_norm", target, 16384, "fwd")]["path"] == "resident"
+        # the chunked backward at 64K: fewer programs than SMs, so that what they re-use
+        # (rows re-read, partial rows) stays within L2
+        long = by[("add_layer_norm", target, 65536, "bwd")]
+        assert long["programs"] < roofline.GPU_SPECS[target]["multiprocessors"]
+        assert long["working_set_mib"] * 2**20 <= roofline.GPU_SPECS[target]["l2_bytes"]
+        assert long["l2_over_ideal"] > 0 and long["dram_over_ideal"] < 1.1
     text = roofline.format_fused_predictions(rows)
     assert "add_rms_norm" in text and "65536" in text
 
