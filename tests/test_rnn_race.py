@@ -14,12 +14,16 @@ from layernorm_tutorial.lab.rnn import race
 
 
 def _fake_train(job):
-    """Accuracy peaks at lr = 0.03 for every arm; LN arms are 0.05 ahead; seed noise."""
+    """Validation accuracy peaks at lr = 0.03 for every arm; LN arms are 0.05 ahead; seed
+    noise. Test accuracy peaks elsewhere (lr = 1e-3): a rule that read it would choose
+    differently."""
     arm, lr, seed, role, epochs = job
     base = 0.9 - 0.1 * abs(np.log10(lr / 0.03)) + (0.05 if arm.startswith("LN") else 0.0)
     acc = [base - 0.1 * (epochs - e) + 0.001 * seed for e in range(1, epochs + 1)]
+    wrong = [0.99 - 0.1 * abs(np.log10(lr / 1e-3))] * epochs
+    test = acc if role == "reported" else wrong
     return {"arm": arm, "lr": lr, "seed": seed, "role": role, "train_loss": [1.0] * epochs,
-            "test_accuracy": acc}
+            "val_accuracy": acc, "test_accuracy": test}
 
 
 def test_rate_chosen_on_tuning_seeds_and_grid_extended_past_a_winning_edge(monkeypatch):
@@ -120,3 +124,38 @@ def test_stored_results_never_overwrite_without_force(tmp_path):
     (tmp_path / "bad.json").write_text('{"x": 1}')
     with pytest.raises(ValueError, match="not a results file"):
         stored_results.load_results(tmp_path / "bad.json")
+
+
+def test_rate_is_chosen_on_validation_accuracy_never_on_test_accuracy():
+    runs = [_fake_train(("RNN", lr, s, "tuning", 1)) for lr in (1e-3, 0.03) for s in (0, 1)]
+    assert race.select_lr(runs, "RNN") == 0.03  # test accuracy would pick 1e-3
+
+
+def test_threshold_and_stamp_come_from_the_claims_registry():
+    from layernorm_tutorial.lab.common import claims
+
+    assert race.THRESHOLD == claims.threshold(race.CLAIM)
+    doc = race.build_document({"selected_lr": {}, "runs": []}, 1.0)
+    assert doc["claims"] == {race.CLAIM: claims.definition_hash(race.CLAIM)}
+    assert "fixed test set" in doc["config"]["data"]
+
+
+def test_family_is_every_pair_after_every_epoch_with_holm_marks(monkeypatch):
+    monkeypatch.setattr(race, "_train", _fake_train)
+    doc = race.run_race(arms=("RNN", "LN-RNN"), epochs=3, lr_grid=(0.03,),
+                        grid_extensions=0, tuning_seeds=(0,),
+                        reported_seeds=(1, 2, 3, 4, 5))
+    family = race.family(doc, comparisons=(("LN-RNN", "RNN"),))
+    assert race.doc_epochs(doc) == 3 and len(family) == 3
+    assert [key[1] for key in family] == [1, 2, 3]
+    # a constant 0.05 lead on every seed: an exact difference, p = 0, survives Holm
+    assert all(v.word == "holds" and mark for v, mark in family.values())
+
+
+def test_committed_race_tunes_on_validation_and_is_stamped():
+    from layernorm_tutorial.lab.common import claims
+
+    doc = stored_results.load_results(race.COMMITTED_PATH)
+    assert doc["claims"] == {race.CLAIM: claims.definition_hash(race.CLAIM)}
+    assert all("val_accuracy" in r for r in doc["runs"])
+    assert doc["machine"]["date"] > claims.registration(race.CLAIM)[1]

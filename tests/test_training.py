@@ -78,3 +78,36 @@ def test_compare_returns_both_runs(data):
     runs = compare_layer_norm(data, depth=2, width=16, epochs=1)
     assert set(runs) == {"without LayerNorm", "with LayerNorm"}
     assert all(len(r.train_loss) == 1 for r in runs.values())
+
+
+def test_validation_split_never_touches_the_fixed_test_set():
+    from layernorm_tutorial.lab.common.training import load_digits_with_validation
+
+    fixed = load_digits_split(0.25, seed=0)
+    a, b = load_digits_with_validation(2), load_digits_with_validation(3)
+    assert (len(a.y_train), len(a.y_val), len(a.y_test)) == (1078, 270, 449)
+    for split in (a, b):  # the same test images for every seed ...
+        assert torch.equal(split.x_test, fixed.x_test)
+    # ... and no validation or training image is a test image
+    test_rows = {tuple(r.tolist()) for r in fixed.x_test}
+    outside = {tuple(r.tolist()) for r in fixed.x_train}
+    for x in (a.x_val, a.x_train, b.x_val):
+        assert all(tuple(r.tolist()) in outside for r in x)
+    assert not torch.equal(a.y_val, b.y_val)  # the seed draws the train/validation split
+    assert len(test_rows) > 0
+    with pytest.raises(ValueError, match="seed"):
+        load_digits_with_validation(-1)
+
+
+def test_provenance_line_names_the_machine_or_says_it_is_missing():
+    from layernorm_tutorial.lab.common.training import provenance_line
+
+    doc = {"command": "python -m x", "versions": {"torch": "2.13"}}
+    assert provenance_line(doc) == "python -m x, torch 2.13; machine not recorded"
+    doc["machine"] = {"cpu": "CPU X", "cpu_capability": "AVX2", "mkl": "2024",
+                      "torch_threads": 1, "environment": {"MKL_CBWR": "COMPATIBLE"},
+                      "date": "2026-11-26T09:15:08+00:00", "commit": "abcdef123"}
+    line = provenance_line(doc)
+    assert "CPU X (AVX2, MKL 2024, 1 threads, MKL_CBWR=COMPATIBLE)" in line
+    assert "2026-11-26 09:15 UTC, commit abcdef1" in line
+    assert max(len(part) for part in line.splitlines()) <= 80

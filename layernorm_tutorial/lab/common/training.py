@@ -24,8 +24,11 @@ from layernorm_tutorial.nn import LayerNorm
 
 __all__ = [
     "DigitsData",
+    "DigitsSplits",
     "TrainingResult",
     "load_digits_split",
+    "load_digits_with_validation",
+    "provenance_line",
     "make_mlp",
     "train_classifier",
     "compare_layer_norm",
@@ -67,6 +70,45 @@ def load_digits_split(test_fraction: float = 0.25, seed: int = 0) -> DigitsData:
     n_test = int(round(test_fraction * len(y)))
     test, train = order[:n_test], order[n_test:]
     return DigitsData(x[train], y[train], x[test], y[test])
+
+
+@dataclass(frozen=True)
+class DigitsSplits:
+    """Train / validation / test digits: ``x_*`` float32 ``(n, 64)`` in [0, 1], ``y_*`` int64."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+
+
+#: The book's fixed test set is the test part of ``load_digits_split(0.25, seed=TEST_SPLIT_SEED)``.
+TEST_SPLIT_SEED = 0
+#: The validation share of the 1348 images outside the test set.
+VALIDATION_FRACTION = 0.2
+
+
+def load_digits_with_validation(seed: int = 0) -> DigitsSplits:
+    """The book's fixed test set (449 images) and a train/validation split (1078 / 270) of
+    the other 1348 images drawn from ``seed``.
+
+    The test images are the same for every seed (``load_digits_split(0.25, seed=0)``); the
+    validation images never overlap them, so a rate chosen on validation data has not seen
+    any test image. The train/validation permutation comes from a generator seeded with
+    ``seed + 1``: the same split as the evidence chapter's ``load_evidence_data(seed)``.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    digits = load_digits_split(0.25, seed=TEST_SPLIT_SEED)
+    n = len(digits.y_train)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + 1))
+    n_val = int(round(VALIDATION_FRACTION * n))
+    val, train = order[:n_val], order[n_val:]
+    return DigitsSplits(digits.x_train[train], digits.y_train[train],
+                        digits.x_train[val], digits.y_train[val],
+                        digits.x_test, digits.y_test)
 
 
 def make_mlp(depth: int, width: int = 64, *, layer_norm: bool, in_features: int = 64,
@@ -157,3 +199,18 @@ def compare_layer_norm(data: DigitsData, *, depth: int = 12, width: int = 64,
         model = make_mlp(depth, width, layer_norm=use_ln, seed=seed)
         runs[name] = train_classifier(model, data, epochs=epochs, lr=lr, seed=seed)
     return runs
+
+
+def provenance_line(doc: dict) -> str:
+    """One line on where a stored results file was made: its command, CPU and numerics path
+    (capability, MKL, threads), torch, date and commit (from its provenance header; files
+    without a ``machine`` record say so)."""
+    m = doc.get("machine")
+    head = f"{doc['command']}, torch {doc['versions']['torch']}"
+    if not m:
+        return f"{head}; machine not recorded"
+    env = ", ".join(f"{k}={v}" for k, v in m.get("environment", {}).items())
+    path = f"{m['cpu_capability']}, MKL {m['mkl']}, {m['torch_threads']} threads"
+    commit = (m.get("commit") or "?")[:7]
+    return (f"{head}\n  on {m['cpu']} ({path}{', ' + env if env else ''}),"
+            f"\n  {m['date'][:16].replace('T', ' ')} UTC, commit {commit}")

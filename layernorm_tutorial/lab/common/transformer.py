@@ -111,13 +111,17 @@ class TransformerEncoderBlock(nn.Module):
     def feedforward_branch(self, x: Tensor) -> Tensor:
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
-    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None
+                ) -> Tensor:
         if x.dim() != 3:
-            raise ValueError(f"x must have shape (batch, time, d_model), got {tuple(x.shape)}")
-        if self.norm_first:  # pre-LN: the residual stream itself is never normalized
-            x = x + self.attention_branch(self.norm1(x), key_padding_mask)
+            raise ValueError("x must have shape (batch, time, d_model), "
+                             f"got {tuple(x.shape)}")
+        mask = key_padding_mask
+        if self.norm_first:  # pre-LN: the stream itself is never normalized
+            x = x + self.attention_branch(self.norm1(x), mask)
             return x + self.feedforward_branch(self.norm2(x))
-        x = self.norm1(x + self.attention_branch(x, key_padding_mask))  # post-LN: Add & Norm
+        # post-LN: Add & Norm
+        x = self.norm1(x + self.attention_branch(x, mask))
         return self.norm2(x + self.feedforward_branch(x))
 
 

@@ -20,7 +20,8 @@ the batches, so the arms pair up by seed):
 
 No hyperparameter is chosen from these runs: the rates are the conditions the chapter's
 questions are about. The verdicts use :func:`~layernorm_tutorial.lab.common.verdict.
-paired_verdict` with ``THRESHOLD`` nats, fixed here before the runs.
+paired_verdict` through the claims registry (``residual.warm-up``, ``residual.depth``:
+``THRESHOLD`` nats).
 
 ``python -m layernorm_tutorial.lab.residual`` runs both and writes
 ``book/data/residual_runs.json`` (:data:`COMMITTED_PATH`); the chapter reads that file.
@@ -32,13 +33,14 @@ import math
 
 import numpy as np
 
-from layernorm_tutorial.lab.common import stored_results
+from layernorm_tutorial.lab.common import claims, stored_results
 from layernorm_tutorial.lab.common.stored_results import BOOK_DATA, provenance
-from layernorm_tutorial.lab.common.verdict import Verdict, paired_verdict
+from layernorm_tutorial.lab.common.verdict import Verdict, holm
 from layernorm_tutorial.lab.residual.experiments import warmup_factor
 
 __all__ = ["ARRANGEMENTS", "COMMITTED_PATH", "DEPTHS", "SCHEDULES", "SEEDS", "THRESHOLD",
-           "final_losses", "run_sweep", "schedule_rates", "verdict"]
+           "all_verdicts", "depth_verdicts", "final_losses", "retrain_losses", "run_sweep",
+           "family", "schedule_rates", "schedule_verdicts", "verdict"]
 
 VOCAB_SIZE, SEQ_LEN, BATCH_SIZE = 8, 6, 32
 D_MODEL, NHEAD, DIM_FEEDFORWARD = 32, 2, 64
@@ -46,7 +48,8 @@ STEPS, LAST = 30, 5
 PEAK_LR, WARMUP_STEPS = 1e-2, 10
 SEEDS = (0, 1, 2, 3, 4)
 DEPTHS = (6, 12, 24)
-THRESHOLD = 0.1  # nats of training loss: fixed before the runs
+CLAIMS = ("residual.warm-up", "residual.depth")
+THRESHOLD = claims.threshold("residual.depth")  # nats of training loss, in the registry
 ARRANGEMENTS = {"post-LN": False, "pre-LN": True}
 COMMITTED_PATH = BOOK_DATA / "residual_runs.json"
 COMMAND = "python -m layernorm_tutorial.lab.residual"
@@ -66,6 +69,12 @@ SCHEDULES = {"no warm-up": (PEAK_LR, 0),
              "warm-up": (PEAK_LR, WARMUP_STEPS),
              "constant, warm-up's mean rate": (MEAN_RATE, 0),
              "constant, warm-up's first rate": (FIRST_RATE, 0)}
+
+
+def retrain_losses(arrangement: str, layers: int, schedule: str, seed: int) -> list[float]:
+    """The loss curve of one stored run, trained again in this process (JSON-able; the
+    target of ``run_on_paths``)."""
+    return _trace((arrangement, layers, schedule, seed))["loss"]
 
 
 def _trace(job: tuple) -> dict:
@@ -106,7 +115,8 @@ def run_sweep(*, seeds=SEEDS, depths=DEPTHS, schedules=tuple(SCHEDULES),
     """
     stored_results.require_known_names(schedules, SCHEDULES, "schedules")
     jobs = _jobs(seeds, depths, schedules, schedule_layers)
-    return {"runs": stored_results.run_jobs(_trace, jobs, workers)}
+    return {"runs": stored_results.run_jobs(_trace, jobs, workers,
+                                            desc="residual: schedules and depths")}
 
 
 def build_document(sweep: dict, seconds: float | None, seeds=SEEDS) -> dict:
@@ -118,7 +128,7 @@ def build_document(sweep: dict, seconds: float | None, seeds=SEEDS) -> dict:
               "metric": f"mean training loss over the last {LAST} steps (nats)",
               "schedules": {k: {"lr": v[0], "warmup_steps": v[1]} for k, v in SCHEDULES.items()},
               "seeds": list(seeds), "threshold_nats": THRESHOLD, "threads_per_run": 1}
-    return {**provenance(COMMAND, config, seconds), **sweep}
+    return claims.stamp({**provenance(COMMAND, config, seconds), **sweep}, CLAIMS)
 
 
 def select(doc: dict, arrangement: str, layers: int, schedule: str) -> list[dict]:
@@ -141,11 +151,49 @@ def stacked(doc: dict, arrangement: str, layers: int, schedule: str, key: str) -
     return np.array([r[key] for r in select(doc, arrangement, layers, schedule)])
 
 
-def verdict(claimed: np.ndarray, baseline: np.ndarray, claim: str = "") -> Verdict:
-    """"``claimed`` reaches a lower loss than ``baseline``" by at least ``THRESHOLD`` nats."""
-    return paired_verdict(claimed, baseline, threshold=THRESHOLD, claim=claim,
-                          higher_is_better=False)
+def verdict(claimed: np.ndarray, baseline: np.ndarray, claim: str = "",
+            claim_id: str = "residual.depth") -> Verdict:
+    """"``claimed`` reaches a lower loss than ``baseline``" by at least the registered
+    threshold (``THRESHOLD`` nats), judged through the claims registry."""
+    return claims.judge(claim_id, claimed, baseline, setting=claim)
 
 
 def chance_loss() -> float:
     return math.log(VOCAB_SIZE)
+
+
+def schedule_verdicts(doc: dict, layers: int = SCHEDULE_LAYERS) -> dict[tuple[str, str], Verdict]:
+    """``{(arrangement, other schedule): "warm-up reaches a lower loss than <other>"}``."""
+    out = {}
+    for name in ARRANGEMENTS:
+        mine = final_losses(doc, name, layers, "warm-up")
+        for other in SCHEDULES:
+            if other != "warm-up":
+                out[(name, other)] = verdict(mine, final_losses(doc, name, layers, other),
+                                             claim=f"{name}: warm-up vs {other}",
+                                             claim_id="residual.warm-up")
+    return out
+
+
+def depth_verdicts(doc: dict, depths=DEPTHS) -> dict[int, Verdict]:
+    """``{layers: "pre-LN reaches a lower loss than post-LN"}`` without warm-up."""
+    return {layers: verdict(final_losses(doc, "pre-LN", layers, "no warm-up"),
+                            final_losses(doc, "post-LN", layers, "no warm-up"),
+                            claim=f"{layers} blocks")
+            for layers in depths}
+
+
+def all_verdicts(doc: dict) -> dict[str, Verdict]:
+    """Every verdict of the chapter, by a short label (schedules first, then depths)."""
+    out = {f"{name}, warm-up vs {other}": v
+           for (name, other), v in schedule_verdicts(doc).items()}
+    out.update({f"{layers} blocks, pre-LN vs post-LN": v
+                for layers, v in depth_verdicts(doc).items()})
+    return out
+
+
+def family(doc: dict) -> dict[str, tuple[Verdict, bool]]:
+    """The chapter's Holm family (:func:`all_verdicts`): ``{label: (verdict, survives)}``."""
+    judged = all_verdicts(doc)
+    marks = holm(list(judged.values()))
+    return {k: (v, m) for (k, v), m in zip(judged.items(), marks, strict=True)}

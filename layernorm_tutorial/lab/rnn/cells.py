@@ -89,11 +89,13 @@ def layer_norm_summed_inputs(a: Tensor, gain: Tensor, bias: Tensor | None,
                              eps: float = 1e-5) -> Tensor:
     """Normalize summed inputs over the last axis as in Ba et al. (2016).
 
-    ``a`` has shape ``(B, H)``; ``mu = mean(a)``, ``sigma = sqrt(mean((a - mu)^2) + eps)``
-    (biased variance, ``eps`` inside the square root, one scalar pair per row), and the result
-    is ``gain / sigma * (a - mu) + bias`` with ``gain`` and ``bias`` of shape ``(H,)``.
-    The paper writes the formula without ``eps``; it only guards against ``sigma = 0``.
-    It is the package's layer norm over the last axis (:func:`functional.layer_norm_forward`).
+    ``a`` has shape ``(B, H)``; ``mu = mean(a)``,
+    ``sigma = sqrt(mean((a - mu)^2) + eps)`` (biased variance, ``eps``
+    inside the square root, one scalar pair per row), and the result is
+    ``gain / sigma * (a - mu) + bias`` with ``gain`` and ``bias`` of shape
+    ``(H,)``. The paper writes the formula without ``eps``; it only guards
+    against ``sigma = 0``. It is the package's layer norm over the last axis
+    (:func:`functional.layer_norm_forward`).
     """
     return layer_norm_forward(a, (a.shape[-1],), gain, bias, eps)[0]
 

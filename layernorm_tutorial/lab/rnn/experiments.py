@@ -13,7 +13,10 @@ import torch.nn.functional as TF
 from torch import Tensor, nn
 
 from layernorm_tutorial._seeding import seeded
-from layernorm_tutorial.lab.common.training import load_digits_split
+from layernorm_tutorial.lab.common.training import (
+    load_digits_split,
+    load_digits_with_validation,
+)
 from layernorm_tutorial.lab.rnn.cells import (
     ElmanRNNCell,
     LayerNormElmanRNNCell,
@@ -22,6 +25,7 @@ from layernorm_tutorial.lab.rnn.cells import (
 
 __all__ = [
     "load_digit_sequences",
+    "load_digit_sequences_with_validation",
     "normalized_input_spread",
     "random_walk_sequences",
     "rnn_gradient_norms",
@@ -36,12 +40,16 @@ def set_recurrent_scale(cell: ElmanRNNCell, scale: float, seed: int = 0) -> Elma
 
     The spectral radius of ``W_hh`` is then close to ``scale`` (circular law), so ``scale < 1``
     shrinks and ``scale > 1`` grows a linear recurrence. Biases are zeroed. Returns the cell.
+    The Gaussians are drawn in float64, whose ``randn`` is the same on every CPU kernel path
+    (float32's vectorized ``randn`` differs from the scalar one in the last bits).
     """
     g = torch.Generator().manual_seed(seed)
     h, i = cell.hidden_size, cell.input_size
+    f64 = torch.float64  # float32 randn differs in the last bits between CPU kernels
     with torch.no_grad():
-        cell.weight_hh.copy_(scale * torch.randn(h, h, generator=g) / math.sqrt(h))
-        cell.weight_xh.copy_(torch.randn(h, i, generator=g) / math.sqrt(i))
+        cell.weight_hh.copy_(scale * torch.randn(h, h, generator=g, dtype=f64)
+                             / math.sqrt(h))
+        cell.weight_xh.copy_(torch.randn(h, i, generator=g, dtype=f64) / math.sqrt(i))
         cell.bias.zero_()
     return cell
 
@@ -141,13 +149,34 @@ def load_digit_sequences(test_fraction: float = 0.25, seed: int = 0):
             data.x_test.reshape(-1, 8, 8), data.y_test)
 
 
+def load_digit_sequences_with_validation(seed: int = 0):
+    """The digits read row by row, split as :func:`~layernorm_tutorial.lab.common.training.
+    load_digits_with_validation`: the book's fixed test set (449 images, the same for every
+    seed) and a train/validation split (1078 / 270) of the other images drawn from ``seed``.
+
+    Returns ``(x_train, y_train, x_val, y_val, x_test, y_test)``; ``x_*`` float32
+    ``(N, 8, 8)``, ``y_*`` int64 ``(N,)``.
+    """
+    d = load_digits_with_validation(seed)
+    return (d.x_train.reshape(-1, 8, 8), d.y_train, d.x_val.reshape(-1, 8, 8), d.y_val,
+            d.x_test.reshape(-1, 8, 8), d.y_test)
+
+
+def _accuracy(model: nn.Module, x: Tensor, y: Tensor) -> float:
+    with torch.no_grad():
+        return float((model(x).argmax(dim=1) == y).float().mean())
+
+
 def train_sequence_classifier(kind: str, data, hidden_size: int = 32, epochs: int = 10,
-                              batch_size: int = 64, lr: float = 3e-3, seed: int = 0) -> dict:
+                              batch_size: int = 64, lr: float = 3e-3, seed: int = 0,
+                              validation=None) -> dict:
     """Train ``SequenceClassifier(kind)`` with Adam on ``data = (x_tr, y_tr, x_te, y_te)``.
 
     Returns ``{"train_loss": [...], "test_accuracy": [...]}``: the mean training cross-entropy
     of each epoch and the test accuracy (evaluation mode) after each epoch, both as lists of
-    floats of length ``epochs``. Fully determined by ``seed``.
+    floats of length ``epochs``; with ``validation = (x_val, y_val)`` also
+    ``"val_accuracy"``, the accuracy on those images after each epoch. Fully determined by
+    ``seed``.
     """
     x_tr, y_tr, x_te, y_te = data
     with seeded(seed):
@@ -170,8 +199,8 @@ def train_sequence_classifier(kind: str, data, hidden_size: int = 32, epochs: in
             total += float(loss.detach()) * len(idx)
             count += len(idx)
         model.eval()
-        with torch.no_grad():
-            accuracy = (model(x_te).argmax(dim=1) == y_te).float().mean()
         history["train_loss"].append(total / count)
-        history["test_accuracy"].append(float(accuracy))
+        history["test_accuracy"].append(_accuracy(model, x_te, y_te))
+        if validation is not None:
+            history.setdefault("val_accuracy", []).append(_accuracy(model, *validation))
     return history
