@@ -65,9 +65,9 @@ def test_sweep_summary_words():
     assert s.trained_scales(False, 0.02) == [1.0] and s.trained_scales(True, 0.02) == [0.5, 1.0]
     assert s.range_ratio(True, 0.02) == 2 and s.range_ratio(False, 0.02) == 1
     assert s.split_settings() == [(True, 0.02, 2.0, 2)]
-    assert "scale 2, 2 of 3 seeds train and 1 does not" in s.split_sentence()
+    assert s.split_sentence() == "LN, lr 0.02, scale 2: 2/3"
     values = s.glue_values()
-    assert values["trained_scales_with_LN_lr002"] == "0.5 and 1"
+    assert values["trained_scales_with_LN_lr002"] == "0.5, 1"
     assert values["range_ratio_with_LN_lr002"] == "2" and values["diverged_without_LN"] == 3
     assert max(len(line) for line in s.table().splitlines()) <= 80
 
@@ -100,8 +100,7 @@ def test_paths_sentence_counts_the_paths():
                "a": {"sweep": {"with": {"0.02": [[0.9, 0.9], [0.9, 0.9]]}}},
                "b": {"sweep": {"with": {"0.02": [[0.9, 0.5], [0.9, 0.9]]}}}}}
     assert st.paths_trained_scales(doc, True, 0.02) == {"a": [1.0, 2.0], "b": [2.0]}
-    assert st.paths_sentence(doc, True, 0.02) == ("1 and 2 on 1 of the 2 paths; "
-                                                   "2 on 1 of the 2 paths")
+    assert st.paths_sentence(doc, True, 0.02) == "{1, 2}: 1; {2}: 1"
 
 
 def test_unknown_job_is_named():

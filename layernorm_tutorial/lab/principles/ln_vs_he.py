@@ -339,9 +339,7 @@ class StoredComparison:
                 "lnhe_verdict": self.verdict_text(), "lnhe_word": self.verdict.word,
                 "lnhe_rep_path": r.path,
                 "lnhe_rep_verdict": r.replicated.text(1, 100, " pts"),
-                "lnhe_rep_sentence": self.replication_sentence(),
                 "lnhe_machine": machine_words(d),
-                "lnhe_conclusion": self.conclusion(),
                 "lnhe_earlier_commit": EARLIER_RUN["commit"],
                 "lnhe_earlier_verdict": self.earlier_verdict().text(1, 100, " pts")}
 

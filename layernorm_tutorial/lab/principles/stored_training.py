@@ -288,16 +288,14 @@ def paths_trained_scales(doc: dict, layer_norm: bool, lr: float) -> dict:
 
 
 def paths_sentence(doc: dict, layer_norm: bool, lr: float) -> str:
-    """``scales 0.5, 1, 2 and 4 on 4 of the 5 paths, 1, 2 and 4 on 1``: how the set of
-    trained scales varies over the numerics paths."""
+    """``{0.5, 1, 2, 4}: 4; {1, 2, 4}: 1``: each set of trained scales that came out, and
+    on how many numerics paths, most frequent first."""
     sets = paths_trained_scales(doc, layer_norm, lr)
     counts: dict[tuple, int] = {}
     for scales in sets.values():
         counts[tuple(scales)] = counts.get(tuple(scales), 0) + 1
-    parts = [f"{_scale_list(k)} on " + (f"all {n} paths" if n == len(sets)
-                                        else f"{n} of the {len(sets)} paths")
-             for k, n in sorted(counts.items(), key=lambda kv: -kv[1])]
-    return "; ".join(parts)
+    return "; ".join(f"{{{_scale_list(k)}}}: {n}"
+                     for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def paths_table(doc: dict) -> str:
@@ -395,10 +393,8 @@ class DemoSummary:
 
 
 def _scale_list(scales) -> str:
-    names = [f"{s:g}" for s in scales]
-    if not names:
-        return "none"
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    """``0.5, 1, 2`` (``—`` for none)."""
+    return ", ".join(f"{s:g}" for s in scales) or "—"
 
 
 class SweepSummary:
@@ -452,16 +448,12 @@ class SweepSummary:
         return max(ok) / min(ok) if ok else None
 
     def split_sentence(self) -> str:
-        """The settings where the seeds disagree, in words (or that there are none)."""
-        parts = []
-        for ln, lr, scale, ok in self.split_settings():
-            n = len(self.sweep.seeds)
-            parts.append(f"{'with' if ln else 'without'} LN at learning rate {lr:g} and "
-                         f"scale {scale:g}, {ok} of {n} seeds train and {n - ok} "
-                         f"{'does' if n - ok == 1 else 'do'} not")
-        if not parts:
-            return "no setting of the grid splits the seeds: each trains on all or none"
-        return "; ".join(parts)
+        """The settings where the seeds disagree, compactly: ``LN, lr 0.1, scale 2: 2/3``
+        (settings, then how many seeds train); ``—`` when there are none."""
+        n = len(self.sweep.seeds)
+        parts = [f"{'LN' if ln else 'no LN'}, lr {lr:g}, scale {scale:g}: {ok}/{n}"
+                 for ln, lr, scale, ok in self.split_settings()]
+        return "; ".join(parts) if parts else "—"
 
     def glue_values(self) -> dict:
         s = self.sweep
