@@ -106,3 +106,28 @@ def test_paths_sentence_counts_the_paths():
 def test_unknown_job_is_named():
     with pytest.raises(ValueError, match="job must be one of"):
         st.run_job(("nope",))
+
+
+def test_training_command_writes_every_part(tmp_path, monkeypatch):
+    """The command with --tiny, numerics paths run in this process (a stub for
+    run_on_paths: the subprocesses are what the numerics-paths tests cover)."""
+    import importlib
+
+    from layernorm_tutorial.lab.principles.__main__ import main
+
+    def in_process(target, kwargs=None, paths=None, **_):
+        module, _, name = target.partition(":")
+        fn = getattr(importlib.import_module(module), name)
+        return {p: fn(**(kwargs or {})) for p in paths}
+
+    monkeypatch.setattr(numerics_paths, "run_on_paths", in_process)
+    out = tmp_path / "training.json"
+    main(["training", "--tiny", "--workers", "1", "--out", str(out)])
+    doc = load_results(out)
+    assert doc["command"] == st.COMMAND and doc["config"]["tiny"] is True
+    assert set(doc["check"]["paths"]["values"]) == {"native", "default+compatible"}
+    assert doc["check"]["paths"]["relative_spread"] == 0      # same process, same path
+    assert set(doc["outcomes_on_paths"]) == {"native", "default+compatible"}
+    assert st.check_live(doc).passed
+    with pytest.raises(SystemExit):                # never replaces without --force
+        main(["training", "--tiny", "--out", str(out)])

@@ -78,3 +78,70 @@ def test_digits_stream_shapes():
     data = load_digits_split()
     run = streaming.train_on_stream(streaming.stream_mlp("layernorm"), data, window=674)
     assert list(run["checkpoints"]) == [674, 1348] and run["test_accuracy"].shape == (2,)
+
+
+# --- float64 runs and the check against the stored numerics-path measurement -------------
+
+def test_float64_run_and_logits():
+    data = _tiny_data()
+
+    def model():
+        return streaming.stream_mlp("layernorm", hidden=16, in_features=8, classes=3)
+
+    run = streaming.train_on_stream(model(), data, window=20, dtype=torch.float64)
+    assert run["test_logits"].dtype == np.float64 and run["test_logits"].shape == (30, 3)
+    again = streaming.train_on_stream(model(), data, window=20)
+    assert again["test_logits"].dtype == np.float32    # default: the model's own dtype
+
+
+def _fake_runs(acc=0.5, logit=1.0):
+    run = {"prequential_accuracy": [acc, acc], "test_accuracy": [acc, acc],
+           "test_logits": [[logit] * 10] * streaming.HEAD_IMAGES}
+    return {"layernorm": [run], "none": [run]}
+
+
+def _doc(spread=1e-11):
+    kept = {"prequential_accuracy": [0.5, 0.5], "test_accuracy": [0.5, 0.5],
+            "logits_head": [1.0] * (10 * streaming.HEAD_IMAGES)}
+    return {"online": {"values": {"native": {"layernorm": [kept], "none": [kept]},
+                                  "avx2": {"layernorm": [kept], "none": [kept]}},
+                       "relative_spread": spread}}
+
+
+def test_check_against_stored_uses_the_measured_spread():
+    check = streaming.check_against_stored(_fake_runs(logit=1.0 + 5e-11), _doc())
+    assert check.passed and check.tolerance == pytest.approx(1e-10) and check.paths == 2
+    assert "2 numerics paths" in check.text()
+    with pytest.raises(AssertionError, match="logit gap"):
+        streaming.check_against_stored(_fake_runs(logit=1.0 + 1e-9), _doc())
+    with pytest.raises(AssertionError, match="accuracies equal False"):
+        streaming.check_against_stored(_fake_runs(acc=0.5 + 1 / 449), _doc())
+
+
+def test_online_table_and_glue_values():
+    runs = {"layernorm": [{"prequential_accuracy": [0.5, 0.9], "test_accuracy": [0.8, 0.91]},
+                          {"prequential_accuracy": [0.6, 0.8], "test_accuracy": [0.8, 0.95]}],
+            "none": [{"prequential_accuracy": [0.5, 0.9], "test_accuracy": [0.8, 0.9]}]}
+    table = streaming.online_table(runs)
+    assert max(len(line) for line in table.splitlines()) <= 80
+    assert "layernorm     1        0.600        0.800          0.950" in table
+    values = streaming.online_glue(runs)
+    assert values == {"online_ln_first": "0.55", "online_ln_last": "0.85",
+                      "online_ln_test": "0.91–0.95", "online_none_test": "0.90–0.90"}
+
+
+def test_committed_measurement_covers_every_path_and_agrees():
+    from layernorm_tutorial.lab.common import numerics_paths
+    from layernorm_tutorial.lab.common.stored_results import load_results
+
+    doc = load_results(streaming.PATHS_FILE)
+    assert doc["command"] == streaming.PATHS_COMMAND and doc["config"]["float64"] is True
+    record = doc["online"]
+    assert set(record["values"]) == set(numerics_paths.PATHS)
+    assert record["relative_spread"] < 1e-8          # float64: far below 3 printed digits
+    native = record["values"]["native"]
+    for other in record["values"].values():          # accuracies identical on every path
+        for norm in native:
+            for a, b in zip(native[norm], other[norm], strict=True):
+                assert a["test_accuracy"] == b["test_accuracy"]
+                assert a["prequential_accuracy"] == b["prequential_accuracy"]
