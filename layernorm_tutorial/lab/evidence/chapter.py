@@ -8,18 +8,21 @@ so that the notebook's cells show the idea and stay within 80 columns. Nothing h
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
+from scipy import stats
 
+from layernorm_tutorial import nn as lnn
 from layernorm_tutorial.lab.common import claims
-from layernorm_tutorial.lab.common.verdict import holm_sentence
+from layernorm_tutorial.lab.common.verdict import decide, holm_sentence
 from layernorm_tutorial.lab.evidence import analysis
 from layernorm_tutorial.lab.evidence.results import find_runs
 
-__all__ = ["sweep_summary", "ChapterVerdicts", "acc_text", "batch_size_table",
-           "bn_mode_losses", "accuracy_table", "gap_table", "speed_table", "rate_table",
-           "registry_table", "threshold_change", "exploratory_speed", "recalibration",
-           "live_check_line"]
+__all__ = ["sweep_summary", "sweep_glue", "test_set_se", "ChapterVerdicts", "acc_text",
+           "batch_size_table", "bn_mode_losses", "accuracy_table", "gap_table", "speed_table",
+           "rate_table", "registry_table", "threshold_change", "threshold_change_all",
+           "exploratory_speed", "digit_breakdown", "recalibration", "live_check_line"]
 
 
 def sweep_summary(doc: dict) -> str:
@@ -40,6 +43,22 @@ def sweep_summary(doc: dict) -> str:
         lines.append(f"  {rr['name']:<15} {rr['model']}  norms {rr['norms']}  "
                      f"batch {rr['batch_size']}  {rr['epochs']} epochs")
     return "\n".join(lines)
+
+
+def sweep_glue(doc: dict) -> dict:
+    """The sweep's wall time (minutes), its workers, and their product: an upper bound on
+    the single-core CPU time (every worker busy the whole time)."""
+    minutes = doc["sweep_seconds"] / 60
+    workers = doc["config"]["workers"]
+    return {"sweep_minutes": f"{minutes:.0f}", "sweep_workers": workers,
+            "sweep_cpu_minutes": f"{minutes * workers:.0f}"}
+
+
+def test_set_se(doc: dict, accuracy: float = 0.95) -> float:
+    """The binomial standard error of an ``accuracy`` measured on the fixed test set,
+    :math:`\\sqrt{p(1-p)/n_{test}}` (a fraction)."""
+    n = doc["config"]["data"]["sizes"]["test"]
+    return math.sqrt(accuracy * (1 - accuracy) / n)
 
 
 class ChapterVerdicts:
@@ -72,6 +91,10 @@ class ChapterVerdicts:
     def survivors(self) -> int:
         return sum(r["holm"] for r in self.rows)
 
+    def holm_note(self, width: int = 80) -> str:
+        """The Holm sentence, wrapped, to print under a table that shows the mark."""
+        return textwrap.fill(self.holm_sentence(), width)
+
 
 def acc_text(doc: dict, experiment: str, norm: str, batch_size: int,
              metric: str = "test_acc") -> str:
@@ -96,22 +119,35 @@ def batch_size_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
         glue.update({f"mlp_bn_{b}": accs[0], f"mlp_ln_{b}": accs[1], f"claim1_{b}": said})
     glue["mlp_none_32"] = acc_text(doc, "mlp_batch_size", "none", 32)
     glue["steps_256"] = find_runs(doc, "mlp_batch_size", "ln", 256)[0]["steps"]
+    steps_2 = find_runs(doc, "mlp_batch_size", "ln", 2)[0]["steps"]
+    glue["steps_ratio_2_256"] = f"{steps_2 / glue['steps_256']:.0f}"
     return "\n".join(lines), glue
 
 
 def bn_mode_losses(doc: dict) -> tuple[str, dict]:
-    """BN's training-mode and evaluation-mode loss on the training set, per batch size."""
+    """BN's and LN's training-mode and evaluation-mode loss on the training set, per batch
+    size (LN is the control: its two modes compute the same thing), and the weight that BN's
+    running averages still give their initial values after the batch-256 run's steps,
+    :math:`(1 - \\text{momentum})^{\\text{steps}}`."""
     sizes = sorted({r["spec"]["batch_size"] for r in find_runs(doc, "mlp_batch_size", "bn")})
-    lines = [f"BN MLP, loss on the training set (mean over {len(doc['seeds'])} seeds)",
-             "batch  training mode (last epoch)  evaluation mode (running stats)"]
+    lines = [f"MLP, cross-entropy on the training set (mean over {len(doc['seeds'])} seeds); "
+             "train: training mode, last epoch; eval: evaluation mode",
+             "batch  BN train  BN eval  LN train  LN eval"]
     glue = {}
     for b in sizes:
-        runs = find_runs(doc, "mlp_batch_size", "bn", b)
-        mb = analysis.values(runs, "minibatch_loss_last_epoch").mean()
-        ev = analysis.values(runs, "train_loss").mean()
-        lines.append(f"{b:>5}  {mb:>27.3f}  {ev:>31.3f}")
-        glue[f"bn{b}_train_mode"] = f"{mb:.2f}"
-        glue[f"bn{b}_eval_mode"] = f"{ev:.2f}"
+        cells = []
+        for norm in ("bn", "ln"):
+            runs = find_runs(doc, "mlp_batch_size", norm, b)
+            mb = analysis.values(runs, "minibatch_loss_last_epoch").mean()
+            ev = analysis.values(runs, "train_loss").mean()
+            cells += [f"{mb:>8.3f}", f"{ev:>8.3f}"]
+            glue[f"{norm}{b}_train_mode"] = f"{mb:.2f}"
+            glue[f"{norm}{b}_eval_mode"] = f"{ev:.2f}"
+        lines.append(f"{b:>5}  " + " ".join(cells))
+    momentum = lnn.BatchNorm1d(1).momentum
+    steps = find_runs(doc, "mlp_batch_size", "bn", max(sizes))[0]["steps"]
+    glue["bn_momentum"] = f"{momentum:g}"
+    glue["ema_initial_weight"] = f"{(1 - momentum) ** steps:.2f}"
     return "\n".join(lines), glue
 
 
@@ -131,15 +167,19 @@ def accuracy_table(doc: dict) -> tuple[str, dict]:
 
 
 def gap_table(doc: dict) -> tuple[str, dict]:
-    """Claim 4: train-minus-test accuracy gap per norm (percentage points)."""
+    """Claim 4: train-minus-test accuracy gap per norm (percentage points), with the final
+    training accuracy that the gap depends on."""
     lines, glue = [], {}
-    for exp in ("mlp_batch_size", "cnn"):
+    for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN")):
         norms = [n for n in ("none", "bn", "ln", "gn", "ln_c") if find_runs(doc, exp, n, 32)]
-        lines.append(f"{exp} train-test accuracy gap in percentage points, mean ± sd")
+        lines.append(f"{name}, batch 32: train-test accuracy gap (pts) | training accuracy, "
+                     "mean ± sd")
         for n in norms:
             s = analysis.summarize(100 * analysis.values(find_runs(doc, exp, n, 32), "gap"))
-            lines.append(f"  {n:<5} {s.mean:5.2f} ± {s.sd:4.2f}")
-            glue[f"gap_{exp}_{n}"] = f"{s.mean:.2f} ± {s.sd:.2f} pp"
+            train = acc_text(doc, exp, n, 32, "train_acc")
+            lines.append(f"  {n:<5} {s.mean:5.2f} ± {s.sd:4.2f}   | {train:>14}")
+            glue[f"gap_{exp}_{n}"] = f"{s.mean:.2f} ± {s.sd:.2f} pts"
+            glue[f"train_{exp}_{n}"] = train
     return "\n".join(lines), glue
 
 
@@ -207,6 +247,8 @@ def rate_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
         glue[f"claim5_rate_{key}"] = row["result"]
         glue[f"claim5_rate_{key}_seeds"] = (f"{above} of {v.n} seeds above 1" if above else
                                             f"{below} of {v.n} seeds below 1")
+        glue[f"claim5_rate_{key}_split"] = (f"{above} of {v.n} seeds above 1, {below} "
+                                            f"below, {v.n - above - below} undetermined")
         lines.append(f"{row['setting'][:3]} {who.upper()} {kind:<4} {row['result']}")
         lines.append(f"         seeds whose ratio is surely above 1: {above}, below 1: "
                      f"{below}")
@@ -241,6 +283,56 @@ def threshold_change(doc: dict) -> dict:
                            threshold=t, higher_is_better=False)
         out[t] = analysis.verdict_cell(v, "gap")
     return out
+
+
+def threshold_change_all(verdicts: ChapterVerdicts, old: float = 0.005) -> list[str]:
+    """Every confirmatory paired verdict judged at the registered one-point threshold,
+    re-decided at ``old`` (the accuracy threshold the chapter used while three-seed results
+    were visible): one line per word that changes."""
+    out = []
+    for r in verdicts.rows:
+        v = r["verdict"]
+        if not hasattr(v, "differences") or not math.isclose(v.threshold, 0.01):
+            continue
+        word = decide(v.low, v.high, v.effect, v.effect, old)
+        if word != v.word:
+            out.append(f"{r['claim']}, {r['setting']}: {v.word} -> {word} "
+                       f"({analysis.verdict_cell(v).split(': ', 1)[1]})")
+    return out
+
+
+def digit_breakdown(doc: dict, split: str, n_classes: int = 10) -> tuple[str, dict]:
+    """Batch 256, BN minus LN accuracy per digit on ``split`` (exploratory, claim
+    ``evidence.x.per-digit``). The digit with the largest BN lead is chosen after looking,
+    so its interval is widened for the choice among ``n_classes`` digits (Bonferroni:
+    :math:`\\bar d \\pm t_{1-0.025/k,\\,n-1} s_d/\\sqrt n`) and carries no verdict word."""
+    per_class = analysis.per_class_verdicts(doc, "mlp_batch_size", "bn", "ln", 256,
+                                            split=split)
+    effects = [v.effect for v in per_class]
+    best = int(np.argmax(effects))
+    v = per_class[best]
+    d = np.asarray(v.differences)
+    half = (stats.t.ppf(1 - 0.025 / n_classes, v.n - 1) * d.std(ddof=1)
+            / math.sqrt(v.n))
+    others = max(abs(e) for c, e in enumerate(effects) if c != best)
+    accs = {}
+    for norm in ("bn", "ln"):
+        runs = find_runs(doc, "mlp_batch_size", norm, 256)
+        accs[norm] = np.mean([r["final"][f"{split}_acc_per_class"][best] for r in runs])
+    best_text = (f"{100 * v.effect:+.1f} pts [{100 * (v.effect - half):+.1f}, "
+                 f"{100 * (v.effect + half):+.1f}] (99.5 %, for the choice among "
+                 f"{n_classes} digits), n = {v.n}")
+    lines = [f"  {split:<4} " + " ".join(f"{c}: {100 * e:+5.1f}"
+                                         for c, e in enumerate(effects)),
+             f"  {split}: largest BN lead, digit {best} (exploratory): {best_text}",
+             f"  {split}: digit {best} accuracy BN {100 * accs['bn']:.1f} %, "
+             f"LN {100 * accs['ln']:.1f} %; other digits |BN - LN| <= "
+             f"{100 * others:.1f} pts"]
+    glue = {f"b256_{split}_best_digit": best, f"b256_{split}_best": best_text,
+            f"b256_{split}_others_max": f"{100 * others:.1f}",
+            f"b256_{split}_best_bn": f"{100 * accs['bn']:.1f} %",
+            f"b256_{split}_best_ln": f"{100 * accs['ln']:.1f} %"}
+    return "\n".join(lines), glue
 
 
 def recalibration(doc: dict, live: dict) -> tuple[str, dict]:
