@@ -45,7 +45,7 @@ _CITE = re.compile(r"\{cite(:[a-z]+)?\}`|\{ref\}`[^`]*<bibliography-page>`")
 _TRACED = re.compile(
     r"`[^`\n]*(transformers\.|modeling_\w+|configuration_\w+|"
     r"[A-Z][A-Za-z0-9]*(Config|Model|ForCausalLM|Attention|RMSNorm|LayerNorm|DecoderLayer|"
-    r"Router|MoE|MLP|Block|Embeddings)\b|\w+/[\w/]+\.py)[^`\n]*`")
+    r"Router|MoE|MLP|Block|Embeddings)\b|[\w/]*\w+\.py)[^`\n]*`")
 _CELL = re.compile(r"\{glue(:[a-z]+)?\}`|\b(the|this|next|previous|each|first|second) "
                    r"(cell|cells|table|figure|trace|run|runs)\b|\btraced?\b|"
                    r"\b(above|below)\b", re.IGNORECASE)
@@ -115,6 +115,7 @@ def test_a_planted_uncited_paragraph_is_caught():
     "`Gemma2Config.attn_logit_softcapping`",
     "`modeling_gemma2.py`",
     "`megatron/core/distributed/finalize_model_grads.py`",
+    "`model.py` in karpathy/nanoGPT",
     "{glue:text}`lm-cap`",
     "as the cell above shows",
 ])

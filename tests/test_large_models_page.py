@@ -194,11 +194,14 @@ def _results_for_live(stored_losses, per_arm):
 def test_live_check_accepts_a_gap_within_the_measured_spread_and_rejects_more():
     results = _results_for_live({"none": [2.0, 1.5, 1.0]}, {"none": 1e-2})
     ok = page.live_check(results, {"none": [2.0, 1.5, 1.02]})
-    assert ok["none"]["ok"] and ok["none"]["tolerance"] == pytest.approx(3e-2)
+    assert ok["none"]["ok"]
+    assert ok["none"]["tolerance"] == pytest.approx(3e-2 + page.STORED_ROUNDING)
     assert ok["none"]["gap"] == pytest.approx(0.02 / 1.02)
     bad = page.live_check(results, {"none": [2.0, 1.5, 1.2]})
     assert not bad["none"]["ok"]
     assert "tolerance 3.0e-02" in page.live_check_lines(ok)
+    rounded = _results_for_live({"none": [2.0001]}, {"none": 0.0})
+    assert page.live_check(rounded, {"none": [2.0]})["none"]["ok"]   # storage rounding
 
 
 def test_replication_compares_word_and_interval():
@@ -212,7 +215,10 @@ def test_replication_compares_word_and_interval():
                        for arm, by in final.items()}}}
     rep = page.replication(results)
     assert rep["same_word"] and rep["inside"]
+    assert rep["same_brackets"] == rep["brackets"] == 12
     assert "same word: yes" in page.replication_lines(rep)
+    results["replication"]["final_loss"]["rmsnorm"]["0.1"] = [5.0] + [1.0] * 5
+    assert page.replication(results)["same_brackets"] == 11
 
 
 def test_provenance_lines_fit_the_page():
