@@ -350,3 +350,24 @@ def test_massive_activation_takes_the_rows_variance_and_int8_scales_follow_the_o
         outliers.fake_quantize_int8(z, "row")
     with pytest.raises(ValueError, match="rows, cols"):
         outliers.fake_quantize_int8(z[0], "tensor")
+
+
+def test_every_question_of_part_2_is_followed_by_a_cell_that_proves_it():
+    """interview-adv (issue 35): each question in interview_advanced has a short answer and,
+    before the next question, a code cell with at least one assert."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+
+    cells = nbformat.read(Path(__file__).parents[1] / "book" / "interview_advanced.ipynb",
+                          as_version=4).cells
+    starts = [i for i, c in enumerate(cells) if c.cell_type == "markdown"
+              and "{admonition} Model answer" in c.source and "### " in c.source]
+    assert len(starts) >= 40
+    for n, i in enumerate(starts):
+        assert "**Short answer:**" in cells[i].source, cells[i].source[:60]
+        end = starts[n + 1] if n + 1 < len(starts) else len(cells)
+        code = [c.source for c in cells[i + 1:end] if c.cell_type == "code"]
+        title = re.search(r"^### (.+)$", cells[i].source, re.M).group(1)
+        assert any(re.search(r"^\s*assert |check_|print\(check", s, re.M) for s in code), title
