@@ -188,3 +188,21 @@ def test_goals_and_roofline_points_skip_what_was_not_measured():
     ai = bench.arithmetic_intensity(torch.float32, "fwd")
     assert points[2] == ("compiled fwd", ai, ai * 8.0)
     assert [r["direction"] for r in cpu_run.comparisons(report)] == ["fwd"]
+
+
+def test_prediction_ranges_split_resident_and_chunked_rows():
+    def row(n, direction, path, fraction):
+        return dict(op="add_rms_norm", target="sm_90", n=n, direction=direction,
+                    path=path, predicted_fraction=fraction)
+    rows = [row(1024, "fwd", "resident", 1.0), row(2048, "fwd", "resident", 1.0),
+            row(4096, "fwd", "chunks", 0.891), row(1024, "bwd", "resident", 0.97),
+            row(2048, "bwd", "chunks", 0.71), row(4096, "bwd", "chunks", 0.57),
+            row(1024, "fwd", "resident", 0.5) | {"target": "sm_80"}]
+    got = llm.prediction_ranges(rows)
+    assert got == {"fwd-resident": "100%", "fwd-chunks": "89%", "fwd-chunks-from": "4096",
+                   "bwd-resident": "97%", "bwd-chunks": "57% to 71%",
+                   "bwd-chunks-from": "2048"}
+    with pytest.raises(KeyError, match="rms_norm"):
+        llm.prediction_ranges(rows, op="rms_norm")
+    stored = bench.load_stored("kernel_fused_predictions.json")["rows"]
+    assert set(llm.prediction_ranges(stored)) >= {"fwd-resident", "bwd-resident"}

@@ -130,3 +130,29 @@ def format_checks(rows: Sequence[dict]) -> str:
                      f"{r['error']:8.1e} ({r['worst']:<6})     {r['torch_error']:7.1e}"
                      f"  {r['tolerance']:.0e} {'ok' if r['ok'] else 'FAIL'}")
     return "\n".join(lines)
+
+
+def prediction_ranges(rows: Sequence[dict], op: str = "add_rms_norm",
+                      target: str = "sm_90") -> dict[str, str]:
+    """From the stored predictions of ``roofline.fused_predictions``: per direction, the
+    predicted fraction of the datasheet bandwidth while rows fit in registers
+    ("resident") and on the chunked path ("chunks", with the first N that takes it), as
+    the text the prose glues: ``{"fwd-resident": "100%", "fwd-chunks": "89%",
+    "fwd-chunks-from": "32768", ...}``."""
+    out: dict[str, str] = {}
+    for direction in bench.DIRECTIONS:
+        picked = [r for r in rows if r["op"] == op and r["target"] == target
+                  and r["direction"] == direction]
+        if not picked:
+            raise KeyError(f"no predictions for {op} {direction} on {target}")
+        for path in ("resident", "chunks"):
+            fr = sorted(r["predicted_fraction"] for r in picked if r["path"] == path)
+            if not fr:
+                continue
+            text = f"{fr[0]:.0%}" if f"{fr[0]:.0%}" == f"{fr[-1]:.0%}" else \
+                f"{fr[0]:.0%} to {fr[-1]:.0%}"
+            out[f"{direction}-{path}"] = text
+        chunked = [r["n"] for r in picked if r["path"] == "chunks"]
+        if chunked:
+            out[f"{direction}-chunks-from"] = str(min(chunked))
+    return out
