@@ -40,7 +40,7 @@ __all__ = ["ARMS", "THRESHOLD", "LR_GRID", "COMMAND", "COMMITTED_PATH", "TEST_FR
            "split_indices", "tuning_split", "run_comparison", "reported_accuracies",
            "build_document", "verdict_from_document", "REPLICATION_PATH",
            "REPLICATION_COMMAND", "REPLICATION_NUMERICS", "replicate", "Replication",
-           "replication_from_documents", "EARLIER_RUN", "StoredComparison"]
+           "replication_from_documents", "EARLIER_RUN", "StoredComparison", "disclosure"]
 
 #: The two arms as ``make_mlp`` keyword arguments; the claim is that the first beats the second.
 ARMS = {"default init + LayerNorm": {"layer_norm": True},
@@ -295,6 +295,7 @@ class StoredComparison:
             lines.append(f"  {arm:24s} {acc}")
         lines += [f"claim {CLAIM_ID}: threshold {100 * THRESHOLD:g} point",
                   _wrap(claims.registration_note(CLAIM_ID, d)),
+                  _wrap(disclosure()),
                   f"verdict: {self.verdict_text()}",
                   _wrap(holm_sentence([self.verdict]))]
         return "\n".join(lines)
@@ -342,6 +343,15 @@ class StoredComparison:
                 "lnhe_machine": machine_words(d),
                 "lnhe_earlier_commit": EARLIER_RUN["commit"],
                 "lnhe_earlier_verdict": self.earlier_verdict().text(1, 100, " pts")}
+
+
+def disclosure() -> str:
+    """The registry's disclosure for this chapter (``claims.DISCLOSURES``): the threshold
+    was committed together with the earlier run's data."""
+    lines = [d for d in claims.DISCLOSURES if d.startswith("principles:")]
+    if len(lines) != 1:
+        raise LookupError(f"expected one principles disclosure, found {len(lines)}")
+    return "disclosed: " + lines[0].removeprefix("principles: ")
 
 
 def _wrap(text: str) -> str:

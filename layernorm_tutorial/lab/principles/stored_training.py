@@ -229,16 +229,16 @@ class LiveCheck:
 
     def text(self) -> str:
         """What was compared and at which tolerance (not the live gaps: they vary by CPU)."""
-        finite = [s for s in self.spreads if math.isfinite(s)]
         first = "first epoch" if self.epochs == 1 else f"first {self.epochs} epochs"
         finite = [s for s in self.spreads if math.isfinite(s)]
         lines = [f"this machine's {first} of {len(self.ratios)} runs: every training loss",
                  f"  within its tolerance of the stored run: {self.factor:g} x the run's "
                  f"spread over",
-                 f"  {self.paths} numerics paths, at least {self.floor:.0e} (spreads: median "
-                 f"{float(np.median(finite)):.0e}, largest {max(finite):.0e})"]
-        if self.skipped:
-            lines.append(f"  {self.skipped} runs diverge on some paths only: not compared")
+                 f"  {self.paths} numerics paths, the spread counted as at least "
+                 f"{self.floor:.0e}",
+                 f"  (spreads: median {float(np.median(finite)):.0e}, largest "
+                 f"{max(finite):.0e})",
+                 f"  runs that diverge on some paths only, not compared: {self.skipped}"]
         return "\n".join(lines)
 
 
