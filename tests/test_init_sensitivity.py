@@ -245,6 +245,8 @@ def test_stored_comparison_shows_the_verdict_within_80_columns():
     shown = ln_vs_he.StoredComparison(doc, load_results(ln_vs_he.REPLICATION_PATH))
     assert max(len(line) for line in shown.table().splitlines()) <= 80
     assert shown.verdict.word in shown.table() and "registered" in shown.table()
+    # the registry's disclosure: the threshold was committed with earlier data
+    assert "disclosed: " in shown.table() and "ca7ff54" in ln_vs_he.disclosure()
     values = shown.glue_values()
     assert values["lnhe_verdict"].endswith(shown.verdict.text(1, 100, " pts"))
     assert values["lnhe_rep_verdict"] == shown.replication.replicated.text(1, 100, " pts")

@@ -44,6 +44,7 @@ def test_check_live_passes_within_the_measured_spread_and_fails_beyond():
     check = st.check_live(doc, live=[2.0 + 1e-5, 1.0 + 5e-7, 7.0])
     assert check.passed and check.skipped == 1 and len(check.ratios) == 2
     assert "2 numerics paths" in check.text() and max(map(len, check.text().split("\n"))) <= 80
+    assert "not compared: 1" in check.text()     # the skipped run is counted, always
     with pytest.raises(AssertionError, match="run 0"):
         st.check_live(doc, live=[2.0 + 3e-5, 1.0, 7.0])     # 10 x spread is 1e-5
     with pytest.raises(AssertionError, match="run 1"):
