@@ -50,17 +50,33 @@ def stored_losses(seeds=sweep.SEEDS) -> list[dict]:
     return [{k: r[k] for k in keys} for r in runs]
 
 
+def _one_path(job: tuple) -> dict:
+    """``job = (target, kwargs, path)``: one ``run_on_paths`` call, with its machine."""
+    target, kwargs, path = job
+    return numerics_paths.run_on_paths(target, kwargs, [path], with_machine=True)[path]
+
+
+def _on_paths(target: str, kwargs: dict, paths, desc: str) -> dict:
+    """``{path: {"result", "machine"}}``, one fresh process per path, with a progress bar
+    (:func:`~layernorm_tutorial.lab.common.stored_results.run_jobs`)."""
+    names = list(numerics_paths.PATHS if paths is None else paths)
+    jobs = [(target, dict(kwargs), name) for name in names]
+    return dict(zip(names, stored_results.run_jobs(_one_path, jobs, 1, desc=desc),
+                    strict=True))
+
+
 def measure(paths=None, replication_path: str = REPLICATION_PATH,
             seeds=sweep.SEEDS) -> dict:
     """Both measurements: ``{"tolerance": spread_record, "replication": {...}}``."""
     target = "layernorm_tutorial.lab.residual.sweep:retrain_losses"
-    values = numerics_paths.run_on_paths(target, CHECK, paths)
+    values = {p: r["result"] for p, r in _on_paths(
+        target, CHECK, paths, "residual paths: live-check run").items()}
     tolerance = numerics_paths.spread_record(
         "post-LN, 6 blocks, no warm-up, seed 0: loss at each of the 30 steps (nats)",
         target, CHECK, values)
-    replicated = numerics_paths.run_on_paths(
-        "layernorm_tutorial.lab.residual.paths:stored_losses", {"seeds": list(seeds)},
-        [replication_path], with_machine=True)[replication_path]
+    replicated = _on_paths("layernorm_tutorial.lab.residual.paths:stored_losses",
+                           {"seeds": list(seeds)}, [replication_path],
+                           "residual paths: replication")[replication_path]
     return {"tolerance": tolerance,
             "replication": {"path": replication_path,
                             "environment": numerics_paths.PATHS[replication_path],

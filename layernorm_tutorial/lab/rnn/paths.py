@@ -53,6 +53,21 @@ def reported_runs(epochs: int = race.EPOCHS) -> list[dict]:
     return stored_results.run_jobs(race._train, jobs, 1, progress=False)
 
 
+def _one_path(job: tuple) -> dict:
+    """``job = (target, kwargs, path)``: one ``run_on_paths`` call, with its machine."""
+    target, kwargs, path = job
+    return numerics_paths.run_on_paths(target, kwargs, [path], with_machine=True)[path]
+
+
+def _on_paths(target: str, kwargs: dict, paths, desc: str) -> dict:
+    """``{path: {"result", "machine"}}``, one fresh process per path, with a progress bar
+    (:func:`~layernorm_tutorial.lab.common.stored_results.run_jobs`)."""
+    names = list(numerics_paths.PATHS if paths is None else paths)
+    jobs = [(target, dict(kwargs), name) for name in names]
+    return dict(zip(names, stored_results.run_jobs(_one_path, jobs, 1, desc=desc),
+                    strict=True))
+
+
 def measure(paths=None, replication_path: str = REPLICATION_PATH,
             epochs: int = race.EPOCHS) -> dict:
     """The measurements: ``{"tolerance": spread_record, "dynamics": {"spread": {setting:
@@ -60,17 +75,19 @@ def measure(paths=None, replication_path: str = REPLICATION_PATH,
     doc = stored_results.load_results(race.COMMITTED_PATH)
     kwargs = {**CHECK, "lr": doc["selected_lr"][CHECK["arm"]]}
     target = "layernorm_tutorial.lab.rnn.race:retrain"
-    values = numerics_paths.run_on_paths(target, kwargs, paths)
+    values = {p: r["result"] for p, r in _on_paths(
+        target, kwargs, paths, "rnn paths: live-check run").items()}
     tolerance = numerics_paths.spread_record(
         f"{CHECK['arm']}, seed {CHECK['seed']}, epoch 1: training loss and accuracies",
         target, kwargs, values)
     tolerance["loss_relative_spread"] = numerics_paths.relative_spread(
         {p: v["train_loss"] for p, v in values.items()})
-    dynamics = numerics_paths.run_on_paths(
-        "layernorm_tutorial.lab.rnn.report:dynamics_summary", {}, paths)
-    replicated = numerics_paths.run_on_paths(
-        "layernorm_tutorial.lab.rnn.paths:reported_runs", {"epochs": epochs},
-        [replication_path], with_machine=True)[replication_path]
+    dynamics = {p: r["result"] for p, r in _on_paths(
+        "layernorm_tutorial.lab.rnn.report:dynamics_summary", {}, paths,
+        "rnn paths: dynamics").items()}
+    replicated = _on_paths("layernorm_tutorial.lab.rnn.paths:reported_runs",
+                           {"epochs": epochs}, [replication_path],
+                           "rnn paths: replication")[replication_path]
     keys = next(iter(dynamics.values()))
     return {"tolerance": tolerance,
             "dynamics": {"target": "layernorm_tutorial.lab.rnn.report:dynamics_summary",
