@@ -59,3 +59,8 @@ def test_holm_note_and_sweep_glue(stored):
     g = chapter.sweep_glue(doc)
     assert int(g["sweep_cpu_minutes"]) == round(doc["sweep_seconds"] / 60 * g["sweep_workers"])
     assert math.isclose(chapter.test_set_se(doc, 0.95), math.sqrt(0.95 * 0.05 / 449))
+
+
+def test_n_ladder_counts_the_rate_rows(stored):
+    _, verdicts = stored
+    assert verdicts.n_ladder() == 8 == sum("allows larger" in r["claim"] for r in verdicts.rows)

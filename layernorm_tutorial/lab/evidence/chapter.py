@@ -91,6 +91,10 @@ class ChapterVerdicts:
     def survivors(self) -> int:
         return sum(r["holm"] for r in self.rows)
 
+    def n_ladder(self) -> int:
+        """How many of the family's verdicts are ladder verdicts (undecidable at n = 5)."""
+        return sum(hasattr(r["verdict"], "bounds") for r in self.rows)
+
     def holm_note(self, width: int = 80) -> str:
         """The Holm sentence, wrapped, to print under a table that shows the mark."""
         return textwrap.fill(self.holm_sentence(), width)
