@@ -152,3 +152,23 @@ def test_paths_are_run_one_process_each_with_progress(monkeypatch):
                        "avx2": {"result": "avx2", "machine": {"path": "avx2"}}}
         assert calls == [("m:f", ["native"]), ("m:f", ["avx2"])]
         assert set(module._on_paths("m:f", {}, None, "all")) == set(numerics_paths.PATHS)
+
+
+def test_dynamics_summary_prints_every_setting():
+    out = report.dynamics_summary()
+    assert set(out) == {report.setting_key(*k) for k in report.DYNAMICS_SETTINGS}
+    row = out[report.setting_key("impulse", "tanh", True, 3.0)]
+    assert len(row["saturation"]) == len(report.SATURATION_STEPS)
+    assert row["grad_first"] > 1e4 * row["grad_last"] and row["factor"] > 1
+
+
+def test_validation_accuracy_is_recorded_on_the_validation_images():
+    x_tr, y_tr, x_val, y_val, x_te, y_te = experiments.load_digit_sequences_with_validation(3)
+    assert x_tr.shape[1:] == (8, 8) and (len(y_tr), len(y_val), len(y_te)) == (1078, 270, 449)
+    small = (x_tr[:128], y_tr[:128], x_te, y_te)
+    a = experiments.train_sequence_classifier("ln_rnn", small, hidden_size=8, epochs=2,
+                                              seed=1, validation=(x_te, y_te))
+    b = experiments.train_sequence_classifier("ln_rnn", small, hidden_size=8, epochs=2,
+                                              seed=1)
+    assert a["val_accuracy"] == a["test_accuracy"] == b["test_accuracy"]
+    assert "val_accuracy" not in b
