@@ -81,3 +81,14 @@ def test_ci_runs_the_notebooks_on_the_ci_paths():
     for name in numerics_paths.CI_PATHS:
         assignments = " ".join(f"{k}={v}" for k, v in numerics_paths.PATHS[name].items())
         assert f"{assignments} pytest -q book" in ci, name
+
+
+def test_every_path_compiles_into_its_own_inductor_cache():
+    from pathlib import Path
+
+    results = numerics_paths.run_on_paths(
+        "os:getenv", {"key": "TORCHINDUCTOR_CACHE_DIR"}, paths=["native", "avx2"])
+    assert len(set(results.values())) == 2
+    assert all(Path(v).name.startswith("inductor-") for v in results.values())
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    assert ci.count("TORCHINDUCTOR_CACHE_DIR=") == len(numerics_paths.CI_PATHS)

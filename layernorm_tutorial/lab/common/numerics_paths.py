@@ -12,8 +12,12 @@ variables read when torch starts:
 - ``OMP_NUM_THREADS`` sets how many threads split a reduction.
 
 Because torch reads them once, at import, each path runs in a fresh Python process
-(:func:`run_on_paths`). The spread of one quantity across paths (:func:`relative_spread`) is
-the *measured* tolerance at which a notebook compares a live re-run with its stored run.
+(:func:`run_on_paths`), with its own torch.compile cache: inductor's cache is not keyed by
+``ATEN_CPU_CAPABILITY``, so a kernel compiled for AVX-512 and reused on the AVX2 path returns
+garbage, and on the default path fails to compile (``.ci/run`` gives each path its own
+``TORCHINDUCTOR_CACHE_DIR`` for the same reason). The spread of one quantity across paths
+(:func:`relative_spread`) is the *measured* tolerance at which a notebook compares a live
+re-run with its stored run.
 
 :func:`machine_info` describes the path this process runs on; it is part of every stored
 run's provenance.
@@ -136,7 +140,7 @@ with open(out, "w") as f:
 
 def run_on_paths(target: str, kwargs: Mapping | None = None,
                  paths: Iterable[str] | None = None, *, timeout: float = 1800.0,
-                 with_machine: bool = False) -> dict:
+                 with_machine: bool = False, desc: str | None = None) -> dict:
     """``{path: target(**kwargs)}``, each call in a fresh process on one numerics path.
 
     Args:
@@ -146,6 +150,7 @@ def run_on_paths(target: str, kwargs: Mapping | None = None,
         paths: names from :data:`PATHS` (default: all of them).
         timeout: seconds allowed per path.
         with_machine: return ``{path: {"result": ..., "machine": machine_info()}}`` instead.
+        desc: a label for a progress bar over the paths (on stderr; none if not given).
 
     Raises:
         ValueError: ``target`` is not ``"module:function"`` or a path name is unknown.
@@ -159,11 +164,17 @@ def run_on_paths(target: str, kwargs: Mapping | None = None,
         raise ValueError(f"paths must be names from {sorted(PATHS)}, got {unknown[0]!r}")
     payload = json.dumps(dict(kwargs or {}))
     results = {}
+    bar = None
+    if desc:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(names), desc=desc, unit="path", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="numerics_paths_") as tmp:
-        for name in names:
+        for k, name in enumerate(names):
             out = Path(tmp) / "result.json"
             env = {k: v for k, v in os.environ.items() if k not in _PATH_VARIABLES}
             env.update(PATHS[name])
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp) / f"inductor-{k}")
             done = subprocess.run([sys.executable, "-c", _CHILD, target, str(out)],
                                   input=payload, text=True, capture_output=True, env=env,
                                   timeout=timeout, cwd=_REPO)
@@ -172,6 +183,11 @@ def run_on_paths(target: str, kwargs: Mapping | None = None,
                 raise RuntimeError(f"{target} failed on the path {name!r}:\n{tail}")
             record = json.loads(out.read_text())
             results[name] = record if with_machine else record["result"]
+            if bar is not None:
+                bar.set_postfix_str(name)
+                bar.update(1)
+    if bar is not None:
+        bar.close()
     return results
 
 
