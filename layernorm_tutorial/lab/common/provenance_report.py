@@ -28,6 +28,7 @@ CHAPTERS: dict[str, str] = {
     "gpu_": "GPU kernel",
     "kernel_": "GPU kernel",
     "interview_": "Interview",
+    "ln_vs_bn_": "LN vs BN",
 }
 
 _WIDTH = 80
@@ -62,7 +63,7 @@ def _machine(doc: Mapping) -> str:
         return f"{device} (GPU measurement)"
     versions = doc.get("versions") or {}
     torch = versions.get("torch") if isinstance(versions, Mapping) else None
-    return "not recorded (written before issue 33)" + (f"; torch {torch}" if torch else "")
+    return "not recorded in the file" + (f"; torch {torch}" if torch else "")
 
 
 def describe(path: str | Path) -> dict:
