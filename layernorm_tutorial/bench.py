@@ -8,7 +8,9 @@ file). Four operations, each forward (``fwd``) and backward (``bwd``, every grad
 - ``add_layer_norm`` / ``add_rms_norm``: ``s = x + r``, ``y = norm(s)``, both returned (the
   sum is the next block's residual): the fused residual add of a pre-norm Transformer.
 
-Implementations: ``triton`` (this package's fused kernels), ``liger`` (Liger Kernel's
+Implementations: ``triton`` (this package's fused kernels: the chapter's LayerNorm kernels
+for ``layer_norm``, the one-source pipelined kernels for the other ops),
+``triton_pipelined`` (``layer_norm`` through the one-source kernels), ``liger`` (Liger Kernel's
 ``LigerLayerNormFunction``, ``LigerRMSNormFunction``, ``LigerFusedAddRMSNormFunction``;
 it has no fused add + LayerNorm), ``torch`` (the functional ops ``F.layer_norm`` /
 ``F.rms_norm``, the add as ``x + r``: no ``.out`` overloads), ``compiled`` (``torch.compile``
@@ -75,9 +77,10 @@ GPU_NS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 GPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 OPS = ("layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm")
 CPU_IMPLEMENTATIONS = ("numpy_ref", "composite", "compiled", "torch")
-GPU_IMPLEMENTATIONS = ("triton", "liger", "torch", "compiled")
+GPU_IMPLEMENTATIONS = ("triton", "triton_pipelined", "liger", "torch", "compiled")
 # A failure to build or run these is reported in ``errors``; ``torch`` must always work.
-OPTIONAL_IMPLEMENTATIONS = ("numpy_ref", "composite", "compiled", "liger", "triton")
+OPTIONAL_IMPLEMENTATIONS = ("numpy_ref", "composite", "compiled", "liger", "triton",
+                            "triton_pipelined")
 DIRECTIONS = ("fwd", "bwd")
 EPS = 1e-5
 MIN_RUNS = 3
@@ -212,6 +215,16 @@ def _triton_fn(op: str) -> Callable:
     return lambda x, r, w, b: kernel(x, r, (x.shape[-1],), w, EPS)
 
 
+def _pipelined_fn(op: str) -> Callable:
+    """The one-source pipelined kernels for plain LayerNorm (``pipelined_layer_norm``); the
+    other ops already run on them under ``triton``."""
+    if op != "layer_norm":
+        raise NotImplementedError("triton_pipelined: LayerNorm only (the other ops are "
+                                  "the same kernels under 'triton')")
+    from . import triton_kernels as TK
+    return lambda x, r, w, b: TK.pipelined_layer_norm(x, (x.shape[-1],), w, b, EPS)
+
+
 def _liger_fn(op: str) -> Callable:
     # in_place=False: Liger's default for RMSNorm overwrites dy with dx in the backward.
     if op == "layer_norm":
@@ -239,6 +252,8 @@ def implementation(impl: str, op: str) -> Callable:
         return torch.compile(_torch_fn(op, composite=True), dynamic=False)
     if impl == "triton":
         return _triton_fn(op)
+    if impl == "triton_pipelined":
+        return _pipelined_fn(op)
     if impl == "liger":
         return _liger_fn(op)
     raise ValueError(f"implementation: unknown {impl!r}")

@@ -273,6 +273,15 @@ def test_a_failing_compile_is_reported_not_hidden(monkeypatch):
 def test_liger_has_no_fused_add_layer_norm():
     with pytest.raises(NotImplementedError, match="Liger"):
         bench.implementation("liger", "add_layer_norm")
+    with pytest.raises(NotImplementedError, match="LayerNorm only"):
+        bench.implementation("triton_pipelined", "rms_norm")
+
+
+@needs_triton
+def test_the_pipelined_layer_norm_passes_the_check():
+    fn = bench.implementation("triton_pipelined", "layer_norm")
+    errors = bench.check_outputs(fn, "layer_norm", 5, 1000, torch.float32)
+    assert max(errors.values()) <= bench.TOLERANCE[torch.float32]
 
 
 def test_the_kernel_sum_leaves_out_the_flush_and_host_events():
