@@ -687,6 +687,8 @@ def _run_case(report, device, op, m, n, dtype, impls, reps, runs, check, check_m
             sec, spread = summarize_runs(runs_sec)
             moved = 2 * case.x.numel() * case.x.element_size() if impl == "copy" else nbytes
             graph = graphs.get(impl)
+            if isinstance(graph, str):  # the kernel time stands; say why graph_ms is empty
+                report.errors.setdefault(f"{impl} {op} {direction} graph", graph)
             report.rows.append(dict(
                 op=op, implementation=impl, shape=shape_key, dtype=dname, direction=direction,
                 ms=sec * 1e3, spread=spread, gbps=moved / sec / 1e9,
