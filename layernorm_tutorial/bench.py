@@ -308,11 +308,8 @@ class _Case:
                 return self.call(fn, leaves)
         return run
 
-    def backward(self, fn: Callable) -> Callable[[], object]:
-        leaves = [t.detach().requires_grad_() for t in self.inputs()]
-        outs = self.call(fn, leaves)
-        grads = self.grads()
-        return lambda: torch.autograd.grad(outs, leaves, grads, retain_graph=True)
+    def backward(self, fn: Callable) -> _Backward:
+        return _Backward(self, fn)
 
     def numpy_calls(self) -> dict[str, Callable[[], object]]:
         if self.op != "layer_norm":
@@ -321,6 +318,25 @@ class _Case:
         _, cache = numpy_ref.layer_norm_forward(xn, wn, bn, EPS)
         return {"fwd": lambda: numpy_ref.layer_norm_forward(xn, wn, bn, EPS),
                 "bwd": lambda: numpy_ref.layer_norm_backward(dyn, cache)}
+
+
+class _Backward:
+    """``autograd.grad`` of the outputs of one forward (built once, kept) per call.
+    :meth:`rebuild` runs the forward again on the current CUDA stream: autograd runs each
+    backward op on its forward's stream, so a CUDA graph that captures the backward on a
+    side stream needs the forward recorded on that stream."""
+
+    def __init__(self, case: _Case, fn: Callable):
+        self.case, self.fn = case, fn
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        self.leaves = [t.detach().requires_grad_() for t in self.case.inputs()]
+        self.outs = self.case.call(self.fn, self.leaves)
+
+    def __call__(self):
+        return torch.autograd.grad(self.outs, self.leaves, self.case.grads(),
+                                   retain_graph=True)
 
 
 # ---- correctness ---------------------------------------------------------------------------
@@ -457,13 +473,15 @@ def _time_graphs(fns: dict[str, Callable[[], object]], reps: int) -> dict[str, f
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
+            if isinstance(fn, _Backward):  # its forward on the capture stream
+                fn.rebuild()
             for _ in range(2):  # warm-up on a side stream, as capture requires
                 flush.bitwise_not_()
                 if fn is not None:
                     fn()
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=stream):
             for _ in range(reps):
                 flush.bitwise_not_()
                 if fn is not None:
