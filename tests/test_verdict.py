@@ -223,3 +223,11 @@ def test_exploratory_text_says_so():
                        threshold=0.01, exploratory=True)
     assert v.text().startswith("exploratory, holds:")
     assert V.holm([v]) == [False]
+
+
+def test_holm_sentence_reads_right_for_one_verdict_and_none_decided():
+    undecided = V.paired_verdict([1, 2, 3, 4, 5], [1.5, 1.0, 3.5, 3.0, 5.5], threshold=0.5)
+    assert undecided.word == "not shown"
+    sentence = V.holm_sentence([undecided])
+    assert "this chapter's 1 verdict (" in sentence
+    assert "no word is decided, so none is marked." in sentence

@@ -442,9 +442,13 @@ def holm_sentence(verdicts: Sequence, alpha: float = ALPHA) -> str:
     marks = holm(verdicts, alpha)
     family = [v for v in verdicts if not v.exploratory]
     decided = sum(v.decided for v in family)
+    noun = "verdict" if len(family) == 1 else "verdicts"
+    if decided == 0:
+        tail = "no word is decided, so none is marked"
+    else:
+        tail = f"{sum(marks)} of the {decided} decided word{'' if decided == 1 else 's'}"
     return (f"{HOLM_MARK}: survives a Holm correction over this chapter's {len(family)} "
-            f"verdicts (family-wise error {100 * alpha:g}%): {sum(marks)} of the {decided} "
-            f"decided words.")
+            f"{noun} (family-wise error {100 * alpha:g}%): {tail}.")
 
 
 def verdict_table(rows: Sequence[tuple[str, object, dict]], width: int = 80,
