@@ -192,3 +192,15 @@ def test_results_command_refuses_to_replace_a_file_without_force(tmp_path, capsy
     with pytest.raises(SystemExit):
         results_main(["--out", str(tmp_path / "new.json"), "--sections", "nope"])
     assert not (tmp_path / "new.json").exists()
+
+
+def test_update_needs_force_and_sections(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    out.write_text("{}")
+    with pytest.raises(SystemExit):
+        results_main(["--out", str(out), "--update", "--sections", "timing"])
+    assert "--force" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        results_main(["--out", str(out), "--update", "--force"])
+    assert "--update needs --force and --sections" in capsys.readouterr().err
+    assert out.read_text() == "{}"
