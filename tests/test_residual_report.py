@@ -113,3 +113,10 @@ def test_committed_paths_file_replicates_every_stored_run():
         tuple(r[k] for k in key) for r in doc["runs"])
     assert pdoc["tolerance"]["kwargs"] == paths.CHECK
     assert len(pdoc["tolerance"]["values"]) >= 3
+
+
+def test_registration_lines_carry_the_disclosure_and_the_dates():
+    doc = stored_results.load_results(sweep.COMMITTED_PATH)
+    text = report.registration_lines("residual.depth", doc)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "committed together with their data" in text and "registered " in text

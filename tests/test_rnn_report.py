@@ -172,3 +172,40 @@ def test_validation_accuracy_is_recorded_on_the_validation_images():
                                               seed=1)
     assert a["val_accuracy"] == a["test_accuracy"] == b["test_accuracy"]
     assert "val_accuracy" not in b
+
+
+def test_replication_changes_count_runs_per_arm():
+    doc = _doc()
+    moved = _doc()
+    for r in moved["runs"]:
+        if r["arm"] == "LN-LSTM" and r["seed"] in (2, 3):  # accuracy after epoch 2
+            r["test_accuracy"] = [r["test_accuracy"][0], r["test_accuracy"][1] - 0.01]
+            r["train_loss"] = [1.5, 0.51]
+        if r["arm"] == "BN-RNN" and r["seed"] == 4:  # loss only
+            r["train_loss"] = [1.5, 0.49]
+    text, values = report.replication_changes(doc, {"replication": {"runs": moved["runs"]}})
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert values == {"rnn-rep-acc-arms": "LN-LSTM", "rnn-rep-loss-runs": "3",
+                      "rnn-rep-runs": "30"}
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[2:]}
+    assert rows["LN-LSTM"] == ["2", "0", "2"] and rows["BN-RNN"] == ["0", "0", "1"]
+    same, _ = report.replication_changes(doc, {"replication": {"runs": doc["runs"]}})
+    assert all(line.split()[1:] == ["0", "0", "0"] for line in same.splitlines()[2:])
+
+
+def test_rate_grids_mark_the_choice_and_refuse_an_edge():
+    doc = {"selected_lr": {"RNN": 0.01}, "runs": [
+        {"arm": "RNN", "lr": lr, "role": "tuning"} for lr in (0.001, 0.01, 0.0316)]}
+    text = report.rate_grids(doc)
+    assert "RNN     0.001 [0.01] 0.0316" in text
+    doc["selected_lr"]["RNN"] = 0.0316
+    with pytest.raises(AssertionError, match="on an edge"):
+        report.rate_grids(doc)
+
+
+def test_registration_lines_carry_threshold_disclosure_and_dates():
+    doc = stored_results.load_results(race.COMMITTED_PATH)
+    text = report.registration_lines(doc)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert text.startswith("threshold (claim rnn.race, in the registry): 2 points")
+    assert "committed together with their data" in text and "registered " in text

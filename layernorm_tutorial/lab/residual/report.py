@@ -18,8 +18,8 @@ from layernorm_tutorial.lab.common import verdict as verdict_method
 from layernorm_tutorial.lab.residual import sweep
 
 __all__ = ["CovarianceSummary", "GradientSummary", "VarianceSummary", "covariance_terms",
-           "depth_table", "first_step_table", "probe_gone_layer", "replication_lines",
-           "schedule_table", "verdict_table"]
+           "depth_table", "first_step_table", "probe_gone_layer", "registration_lines",
+           "replication_lines", "schedule_table", "verdict_table"]
 
 _PROBE_LAYERS = (1, 2, 5, 10, 40)
 _OTHER = {"no warm-up": "no warm-up",
@@ -349,3 +349,14 @@ def replication_lines(rows: list[dict], paths_doc: dict) -> tuple[str, dict]:
     return "\n".join(lines), {"res-rep-path": rep["path"], "res-rep-same": f"{same}",
                               "res-rep-inside": f"{inside}", "res-rep-n": f"{len(rows)}",
                               "res-tol-spread": f"{tol['relative_spread']:.1e}"}
+
+
+def registration_lines(claim_id: str, doc: dict) -> str:
+    """The registry's disclosure for this chapter (thresholds committed together with their
+    first data) and the registration note of ``claim_id`` (the registry entry's date
+    against the results' date), wrapped to 80 columns."""
+    from layernorm_tutorial.lab.common import claims
+
+    parts = [d for d in claims.DISCLOSURES if "residual" in d.split(":")[0]]
+    parts.append(claims.registration_note(claim_id, doc))
+    return "\n".join(textwrap.fill(p, 80) for p in parts)

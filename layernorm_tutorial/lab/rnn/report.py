@@ -19,6 +19,7 @@ from layernorm_tutorial.lab.rnn import race
 
 __all__ = ["DYNAMICS_SETTINGS", "accuracy_table", "chaotic_settings", "dynamics_rows",
            "dynamics_summary", "gradient_rows", "line_label", "per_step_factor",
+           "rate_grids", "registration_lines", "replication_changes",
            "replication_lines", "setting_key", "verdict_table"]
 
 SCALES = (0.5, 3.0)
@@ -171,3 +172,66 @@ def replication_lines(rows: list[dict], paths_doc: dict) -> tuple[str, dict]:
     return "\n".join(lines), {"rnn-rep-path": rep["path"], "rnn-rep-same": f"{same}",
                               "rnn-rep-inside": f"{inside}", "rnn-rep-n": f"{len(rows)}",
                               "rnn-tol-spread": f"{tol['loss_relative_spread']:.1e}"}
+
+
+def rate_grids(doc: dict) -> str:
+    """The learning rates each arm tried on the tuning seeds, the chosen one in brackets.
+
+    Raises ``AssertionError`` when a chosen rate sits on an edge of the rates its arm tried
+    (the grid would cut off the answer)."""
+    lines = ["learning rates tried on the tuning seeds, [chosen] by validation accuracy:"]
+    for arm, chosen in doc["selected_lr"].items():
+        tried = sorted({r["lr"] for r in doc["runs"]
+                        if r["arm"] == arm and r["role"] == "tuning"})
+        assert tried[0] < chosen < tried[-1], f"{arm}: chosen rate {chosen} on an edge"
+        rates = " ".join(f"[{lr:g}]" if lr == chosen else f"{lr:g}" for lr in tried)
+        lines.append(f"  {arm:8s}{rates}")
+    return "\n".join(lines)
+
+
+def replication_changes(doc: dict, paths_doc: dict) -> tuple[str, dict]:
+    """Per arm, how many reported runs differ between the stored file and the replication.
+
+    Compares each reported run (arm, seed) of ``doc`` with the same run in
+    ``paths_doc["replication"]``: its test accuracy at any epoch, its test accuracy after
+    the first epoch and its training loss at any epoch (as stored, 5 significant digits).
+    Returns ``(text, glue values)``: ``rnn-rep-acc-arms`` (the arms whose test accuracy
+    changed), ``rnn-rep-loss-runs`` (runs whose training loss changed) and ``rnn-rep-runs``.
+    """
+    again = {(r["arm"], r["seed"]): r for r in paths_doc["replication"]["runs"]}
+    counts, loss_runs, n = {}, 0, 0
+    for r in doc["runs"]:
+        if r["role"] != "reported":
+            continue
+        q = again[(r["arm"], r["seed"])]
+        acc = r["test_accuracy"] != q["test_accuracy"]
+        first = r["test_accuracy"][0] != q["test_accuracy"][0]
+        loss = r["train_loss"] != q["train_loss"]
+        c = counts.setdefault(r["arm"], [0, 0, 0, 0])
+        c[0] += acc
+        c[1] += first
+        c[2] += loss
+        c[3] += 1
+        loss_runs += loss
+        n += 1
+    seeds = max(c[3] for c in counts.values())
+    lines = [f"reported runs that differ on the second path (of {seeds} seeds per arm):",
+             f"  {'':8s}{'test acc.':>11s}{'acc. epoch 1':>15s}{'train loss':>15s}"]
+    for arm, (acc, first, loss, _) in counts.items():
+        lines.append(f"  {arm:8s}{acc:>11d}{first:>15d}{loss:>15d}")
+    changed = [arm for arm, c in counts.items() if c[0]]
+    return "\n".join(lines), {"rnn-rep-acc-arms": ", ".join(changed) or "none",
+                              "rnn-rep-loss-runs": f"{loss_runs}", "rnn-rep-runs": f"{n}"}
+
+
+def registration_lines(doc: dict) -> str:
+    """The claim's threshold, the registry's disclosure for this chapter (thresholds
+    committed together with their first data) and the registration note (the registry
+    entry's date against the results' date), wrapped to 80 columns."""
+    from layernorm_tutorial.lab.common import claims
+
+    parts = [f"threshold (claim {race.CLAIM}, in the registry): "
+             f"{race.THRESHOLD * 100:.0f} points of test accuracy"]
+    parts += [d for d in claims.DISCLOSURES if d.startswith("rnn")]
+    parts.append(claims.registration_note(race.CLAIM, doc))
+    return "\n".join(textwrap.fill(p, 80) for p in parts)
