@@ -34,3 +34,19 @@ def test_an_old_file_says_what_it_does_not_record(tmp_path):
     row = provenance_report.describe(path)
     assert row["machine"].startswith("not recorded") and "torch 2.0" in row["machine"]
     assert row["date"] is None and row["seconds"] is None
+
+
+def test_a_file_written_in_parts_lists_every_command(tmp_path):
+    doc = {**stored_results.provenance("python -m x --sections b", {}, 1.0),
+           "previous_runs": [{"command": "python -m x --sections a"}]}
+    path = tmp_path / "large_models_x.json"
+    path.write_text(json.dumps(doc))
+    assert provenance_report.describe(path)["command"] == \
+        "python -m x --sections a ; then python -m x --sections b"
+
+
+def test_machine_paths_in_a_command_are_not_shown(tmp_path):
+    path = tmp_path / "gpu_x.json"
+    path.write_text(json.dumps({"command": "bench --csv /tmp/b.csv --json book/data/x.json"}))
+    assert provenance_report.describe(path)["command"] == \
+        "bench --csv PATH --json book/data/x.json"

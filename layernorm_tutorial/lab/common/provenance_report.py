@@ -10,6 +10,7 @@ file has, whatever its generation, and :func:`format_report` prints it within 80
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +33,7 @@ CHAPTERS: dict[str, str] = {
 }
 
 _WIDTH = 80
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[\w.-]+/)*[\w.-]+")
 
 
 def _chapter(name: str) -> str | None:
@@ -67,16 +69,24 @@ def _machine(doc: Mapping) -> str:
 
 
 def describe(path: str | Path) -> dict:
-    """What one stored file says of itself: ``file``, ``chapter``, ``command``, ``machine``,
-    ``date`` (as recorded, or None), ``seconds`` (summed over sections, or None)."""
+    """What one stored file says of itself: ``file``, ``chapter``, ``command`` (the commands
+    of earlier partial runs first, where the file records them), ``machine``, ``date`` (as
+    recorded, or None), ``seconds`` (summed over sections, or None)."""
     path = Path(path)
     doc = json.loads(path.read_text())
     header = doc.get("provenance") if isinstance(doc.get("provenance"), Mapping) else doc
     machine = header.get("machine") if isinstance(header.get("machine"), Mapping) else {}
+    command = header.get("command") or doc.get("command")
+    earlier = [run.get("command") for run in header.get("previous_runs") or []
+               if isinstance(run, Mapping) and run.get("command")]
+    if earlier and command:
+        command = " ; then ".join([*earlier, command])
+    if command:  # a scratch path of the machine that ran it says nothing to a reader
+        command = _ABSOLUTE_PATH.sub("PATH", command)
     return {
         "file": path.name,
         "chapter": _chapter(path.name),
-        "command": header.get("command") or doc.get("command"),
+        "command": command,
         "machine": _machine({**doc, **header}),
         "date": machine.get("date") or header.get("date") or doc.get("date"),
         "seconds": _seconds(header.get("seconds", doc.get("seconds"))),
