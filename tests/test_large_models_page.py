@@ -217,8 +217,43 @@ def test_replication_compares_word_and_interval():
     assert rep["same_word"] and rep["inside"]
     assert rep["same_brackets"] == rep["brackets"] == 12
     assert "same word: yes" in page.replication_lines(rep)
+    assert rep["loss_gap_max"] == 0 and rep["loss_gap_over_10pct"] == 0
+    assert rep["runs"] == 24
     results["replication"]["final_loss"]["rmsnorm"]["0.1"] = [5.0] + [1.0] * 5
-    assert page.replication(results)["same_brackets"] == 11
+    changed = page.replication(results)
+    assert changed["same_brackets"] == 11
+    assert changed["loss_gap_over_10pct"] == 1 and changed["loss_gap_max"] == 4.0
+    assert "1 of 24 runs differ by more than 10%" in page.replication_lines(changed)
+
+
+def test_registration_note_uses_the_run_that_wrote_the_section():
+    new = {"date": "2026-11-26T09:55:00+00:00", "commit": "9275606aaaa"}
+    old = {"date": "2026-11-26T09:23:00+00:00", "commit": "e7da47bbbbb"}
+    results = {"seconds": {"qk_norm": 1.0}, "machine": new,
+               "previous_runs": [{"sections": ["comparisons", "timing"], "machine": old}]}
+    assert page.section_run(results, "qk_norm")["machine"] is new
+    assert page.section_run(results, "timing")["machine"] is old
+    with pytest.raises(KeyError, match="section"):
+        page.section_run(results, "deepnorm")
+    assert "results 2026-11-26 09:23 (e7da47b)" in page.registration_note(
+        "large_models.norms", results)
+    assert "results 2026-11-26 09:55 (9275606)" in page.registration_note(
+        "large_models.qk-norm", results)
+    with pytest.raises(KeyError, match="claim_id"):
+        page.registration_note("evidence.bn", results)
+
+
+def test_settings_glue_reads_the_stored_settings():
+    results = {"qk_norm": {"settings": {"steps": 150, "warmup_steps": 10}},
+               "deepnorm": {"settings": {"num_layers": 12, "steps": 60, "lr": 0.01,
+                                         "warmup_steps": 10, "seeds": [0, 1, 2]}},
+               "comparisons": {"main": {"steps": 120, "tuning_seeds": [0, 1],
+                                        "reported_seeds": [2, 3, 4, 5, 6]},
+                               "per_token_map": {"settings": {"steps": 200,
+                                                              "num_layers": 2}}}}
+    g = page.settings_glue(results)
+    assert (g["lm-cmp-steps"], g["lm-deep-lr"], g["lm-deep-nseeds"]) == ("120", "0.01", "3")
+    assert (g["lm-qk-steps"], g["lm-s-steps"], g["lm-deep-layers"]) == ("150", "200", "12")
 
 
 def test_provenance_lines_fit_the_page():

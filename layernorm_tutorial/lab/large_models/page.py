@@ -20,7 +20,8 @@ __all__ = ["WIDTH", "total_minutes", "wrapped", "provenance_lines", "placement_l
            "norm_parameter_table",
            "tuning_table", "norm_verdicts", "timing_lines", "deepnorm_verdicts",
            "live_check", "LIVE_FACTOR", "STORED_ROUNDING", "live_check_lines", "replication",
-           "replication_lines", "DEVIATIONS"]
+           "replication_lines", "DEVIATIONS", "CLAIM_SECTIONS", "section_run",
+           "registration_note", "settings_glue"]
 
 WIDTH = 80
 #: The live re-run may differ from the stored run by this multiple of the spread measured
@@ -39,7 +40,53 @@ DEVIATIONS = (
     "chapter's factor of 2 (0.30 decades); it predates this re-run, not the first one.",
     "Timing: rounds on one CPU, not seeds; the interval is about this machine only.",
     "Held-out data: each seed draws its own held-out batch; no test set is shared.",
+    "DyT's alpha_init: every alpha ran at the rate tuned for alpha 0.5, not tuned per "
+    "alpha.",
+    "Second path: only the QK-norm ladder was re-run on another numerics path; the other "
+    "verdicts were judged on one path.",
 )
+
+#: The stored section each registered claim of the chapter judges.
+CLAIM_SECTIONS = {"large_models.norms": "comparisons", "large_models.dyt-alpha": "comparisons",
+                  "large_models.time": "timing", "large_models.deepnorm": "deepnorm",
+                  "large_models.qk-norm": "qk_norm", "large_models.logit-tools": "qk_norm"}
+
+
+def section_run(results: dict, section: str) -> dict:
+    """The provenance header (``machine`` with ``date`` and ``commit``) of the run that
+    wrote ``section``: the stored file's own, or that of the earlier run it was kept from
+    (``previous_runs``)."""
+    if section in results.get("seconds", {}):
+        return {"machine": results["machine"]}
+    for old in results.get("previous_runs", []):
+        if section in old["sections"]:
+            return {"machine": old["machine"]}
+    raise KeyError(f"section must be one of the stored file's sections, got {section!r}")
+
+
+def registration_note(claim_id: str, results: dict) -> str:
+    """:func:`claims.registration_note` against the date and commit of the run that wrote
+    the section the claim judges (not the file's latest run)."""
+    if claim_id not in CLAIM_SECTIONS:
+        raise KeyError(f"claim_id must be one of {sorted(CLAIM_SECTIONS)}, got {claim_id!r}")
+    return claims.registration_note(claim_id,
+                                    section_run(results, CLAIM_SECTIONS[claim_id]))
+
+
+def settings_glue(results: dict) -> dict:
+    """``{glue name: text}`` for the run settings the prose states (steps, warm-up, depth,
+    learning rates, seeds), read from the stored sections' settings."""
+    qk, deep = results["qk_norm"]["settings"], results["deepnorm"]["settings"]
+    main = results["comparisons"]["main"]
+    ptm = results["comparisons"]["per_token_map"]["settings"]
+    return {"lm-cmp-steps": f"{main['steps']}",
+            "lm-cmp-tuning-seeds": f"{len(main['tuning_seeds'])}",
+            "lm-cmp-reported-seeds": f"{len(main['reported_seeds'])}",
+            "lm-qk-steps": f"{qk['steps']}", "lm-qk-warmup": f"{qk['warmup_steps']}",
+            "lm-deep-layers": f"{deep['num_layers']}", "lm-deep-steps": f"{deep['steps']}",
+            "lm-deep-lr": f"{deep['lr']:g}", "lm-deep-warmup": f"{deep['warmup_steps']}",
+            "lm-deep-nseeds": f"{len(deep['seeds'])}",
+            "lm-s-steps": f"{ptm['steps']}", "lm-s-layers": f"{ptm['num_layers']}"}
 
 
 def total_minutes(results: dict) -> float:
@@ -233,9 +280,16 @@ def replication(results: dict) -> dict:
     stored_sweep = summarize_sweep(qk)
     pairs = [(a, b) for arm in ("none", "rmsnorm")
              for a, b in zip(stored_sweep.bounds(arm), rep_sweep.bounds(arm), strict=True)]
+    gaps = [abs(b - a) / max(abs(a), 1e-12)
+            for arm, by_lr in rep["final_loss"].items() for lr, finals in by_lr.items()
+            for a, b in zip((r["final_loss"] for r in qk["runs"][arm][_key(qk["runs"][arm],
+                                                                      float(lr))]),
+                            finals, strict=True)]
     return {"original": original, "replicated": replicated, "path": rep["path"],
             "same_word": original.word == replicated.word, "inside": inside,
-            "same_brackets": sum(a == b for a, b in pairs), "brackets": len(pairs)}
+            "same_brackets": sum(a == b for a, b in pairs), "brackets": len(pairs),
+            "loss_gap_max": max(gaps), "loss_gap_over_10pct": sum(g > 0.1 for g in gaps),
+            "runs": len(gaps)}
 
 
 def replication_lines(rep: dict) -> str:
@@ -246,4 +300,6 @@ def replication_lines(rep: dict) -> str:
         f"same word: {'yes' if rep['same_word'] else 'no'}; replicated median "
         f"inside the original interval: {'yes' if rep['inside'] else 'no'}",
         f"critical-rate brackets identical on both paths: {rep['same_brackets']} of "
-        f"{rep['brackets']} (seed and arm)"])
+        f"{rep['brackets']} (seed and arm)",
+        f"final losses: {rep['loss_gap_over_10pct']} of {rep['runs']} runs differ by more "
+        f"than 10%; largest relative difference {rep['loss_gap_max']:.3g}"])

@@ -45,7 +45,8 @@ from layernorm_tutorial.nn import LayerNorm, RMSNorm
 
 __all__ = ["QKAttention", "QKBlock", "QKTransformer", "ZLoss", "qk_clip", "qk_run",
            "qk_sweep", "diverged", "largest_stable_lr", "first_diverged_lr", "QK_ARMS",
-           "TOOL_ARMS", "ARMS", "GEMMA2_SOFTCAP", "PALM_Z_LOSS", "KIMI_TAU"]
+           "TOOL_ARMS", "ARMS", "GEMMA2_SOFTCAP", "PALM_Z_LOSS", "KIMI_TAU",
+           "DIVERGENCE_MARGIN"]
 
 QK_ARMS = ("none", "rmsnorm")
 TOOL_ARMS = ("softcap", "zloss", "qkclip")
@@ -195,9 +196,15 @@ def qk_clip(model: QKTransformer, tau: float) -> int:
     return clipped
 
 
+#: A run that trained ends at least this many nats below chance, ``ln(vocab)``.
+DIVERGENCE_MARGIN = 0.05
+
+
 def diverged(final_loss: float, vocab_size: int = 16) -> bool:
-    """A run diverged when its final loss is not finite or not below chance, ``ln(vocab)``."""
-    return not (math.isfinite(final_loss) and final_loss < math.log(vocab_size) - 0.05)
+    """A run diverged when its final loss is not finite or not at least
+    :data:`DIVERGENCE_MARGIN` nats below chance, ``ln(vocab)``."""
+    return not (math.isfinite(final_loss)
+                and final_loss < math.log(vocab_size) - DIVERGENCE_MARGIN)
 
 
 def qk_run(arm: str, lr: float, seed: int, steps: int = 200, warmup_steps: int = 10,
