@@ -306,6 +306,28 @@ def test_roofs_follow_their_formulas(monkeypatch):
     assert bench.measure_copy_gbps(nbytes=4096) == pytest.approx(2 * 4096 / 0.5 / 1e9)
 
 
+def test_the_tie_rule_does_not_depend_on_the_order():
+    fast, slow = [1.0, 1.0, 1.0], [3.1, 2.0, 4.0]  # spread of slow: 2.0 / 3.1 = 65%
+    # b / a - 1 = -68% would fit under the 65% band one way round and not the other
+    assert bench.compare(slow, fast)["word"] == "slower"
+    assert bench.compare(fast, slow)["word"] == "faster"
+    edge = [1.0, 1.3, 1.0]  # spread 30%, median 1.0
+    assert bench.compare(edge, [1.25] * 3)["word"] == "tie"
+    assert bench.compare([1.25] * 3, edge)["word"] == "tie"
+
+
+def test_target_check_tie_is_symmetric():
+    def rows(ours, peer):
+        return [dict(implementation="triton", shape="s", dtype="d", direction="bwd",
+                     kernel_gbps=ours),
+                dict(implementation="liger", shape="s", dtype="d", direction="bwd",
+                     kernel_gbps=peer)]
+    (behind,) = bench.target_check(rows(100.0, 104.5), 100.0, tie=0.044)
+    (ahead,) = bench.target_check(rows(104.5, 100.0), 100.0, tie=0.044)
+    assert not behind["tie"] and not ahead["tie"] and ahead["ahead"]
+    assert not behind["ahead"]
+
+
 def test_stored_target_check_reports_ties():
     rows = [dict(implementation="triton", shape="s", dtype="d", direction="fwd",
                  kernel_gbps=102.0),

@@ -41,17 +41,29 @@ GOALS = (("compiled", "fwd", 0.9), ("compiled", "bwd", 0.8),
          ("composite", "fwd", 0.3), ("composite", "bwd", 0.3))
 
 
+def goal_word(speed: float, target: float, band: float) -> str:
+    """"met", "not met", or "within the spread" when ``speed`` and ``target`` differ by at
+    most ``band`` (relative, the larger of the two: ``max / min - 1 <= band``)."""
+    if max(speed, target) / min(speed, target) - 1.0 <= band:
+        return "within the spread"
+    return "met" if speed >= target else "not met"
+
+
 def goal_lines(report: bench.BenchReport, goals=GOALS) -> str:
     """Each goal (implementation, direction, speed relative to torch's kernel): this
-    machine's speed and whether the goal is met; "not measured" where a row is missing."""
+    machine's speed and the goal's word (:func:`goal_word`, with the larger run-to-run
+    spread of the two rows as the band); "not measured" where a row is missing."""
     lines = []
     for impl, direction, target in goals:
         if not (_has(report, impl, direction) and _has(report, "torch", direction)):
             lines.append(f"this machine: {impl:>9} {direction} not measured (see errors)")
             continue
-        speed = report.row("torch", direction)["ms"] / report.row(impl, direction)["ms"]
-        lines.append(f"this machine: {impl:>9} {direction} at {speed:.2f}x torch's speed "
-                     f"(goal {target}x: {'met' if speed >= target else 'not met'})")
+        ours, ref = report.row(impl, direction), report.row("torch", direction)
+        speed = ref["ms"] / ours["ms"]
+        word = goal_word(speed, target,
+                         max(ours.get("spread", 0.0), ref.get("spread", 0.0)))
+        lines.append(f"this machine: {impl:>9} {direction} at {speed:.2f}x torch's "
+                     f"(goal {target}x: {word})")
     return "\n".join(lines)
 
 
