@@ -189,6 +189,17 @@ def test_deepnet_constants_follow_the_papers_table():
         deepnet.deepnet_constants("prefix-lm", 2, 2)
 
 
+def test_torchscale_encoder_beta_is_the_tables_constant_inverted():
+    # torchscale: weights /= (N^4 M)^(1/16) / 1.15, i.e. gain 1.15 (N^4 M)^(-1/16)
+    beta = deepnet.torchscale_encoder_beta(2, 3)
+    assert beta == pytest.approx(1.15 * 48 ** (-1 / 16), rel=1e-12)
+    table = deepnet.deepnet_constants("encoder-decoder", encoder_layers=2,
+                                      decoder_layers=3)["encoder"][1]
+    assert beta / table == pytest.approx(1.15 / 0.87, rel=1e-12)
+    with pytest.raises(ValueError, match="decoder_layers"):
+        deepnet.torchscale_encoder_beta(2, 0)
+
+
 # --- placement table --------------------------------------------------------------------
 
 def test_placement_lines_fit_80_columns_and_carry_the_counts():
