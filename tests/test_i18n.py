@@ -270,6 +270,32 @@ def test_a_seed_is_a_random_seed(po):
                           + _report(problems))
 
 
+QK_GLOSS = "查询-键归一化（QK-norm）"
+
+
+def qk_gloss_problems(msgstrs: list[str]) -> list[str]:
+    """The QK-norm gloss at most once per page, never followed by a second parenthesis."""
+    problems = []
+    count = sum(m.count(QK_GLOSS) for m in msgstrs)
+    if count > 1:
+        problems.append(f"the gloss {QK_GLOSS} appears {count} times (once per page)")
+    problems += [f"two parentheses in a row: {m[m.index(QK_GLOSS + '（'):][:40]!r}"
+                 for m in msgstrs if QK_GLOSS + "（" in m]
+    return problems
+
+
+@pytest.mark.parametrize("po", CATALOGS, ids=_name)
+def test_qk_norm_is_glossed_once_per_page(po):
+    problems = qk_gloss_problems([e.msgstr for e in catalogs.entries(po) if not e.fuzzy])
+    assert not problems, f"{_name(po)}: " + _report(problems)
+
+
+def test_the_qk_gloss_check():
+    assert qk_gloss_problems(["查询-键归一化（QK-norm）（Qwen3、Gemma 3）"])
+    assert qk_gloss_problems(["查询-键归一化（QK-norm）。", "用查询-键归一化（QK-norm）"])
+    assert not qk_gloss_problems(["查询-键归一化（QK-norm）。", "QK-norm 限制 logit。"])
+
+
 def test_the_seed_check():
     assert bare_seed("five seeds", "五个种子")
     assert not bare_seed("five seeds", "五个随机种子")
