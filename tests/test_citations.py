@@ -46,9 +46,11 @@ _TRACED = re.compile(
     r"`[^`\n]*(transformers\.|modeling_\w+|configuration_\w+|"
     r"[A-Z][A-Za-z0-9]*(Config|Model|ForCausalLM|Attention|RMSNorm|LayerNorm|DecoderLayer|"
     r"Router|MoE|MLP|Block|Embeddings)\b|[\w/]*\w+\.py)[^`\n]*`")
+# A bare "above" or "below" is no source ("as reported above" may point at nothing): the
+# paragraph must name the cell, table, figure, trace or run it relies on.
 _CELL = re.compile(r"\{glue(:[a-z]+)?\}`|\b(the|this|next|previous|each|first|second) "
-                   r"(cell|cells|table|figure|trace|run|runs)\b|\btraced?\b|"
-                   r"\b(above|below)\b", re.IGNORECASE)
+                   r"(cell|cells|table|figure|trace|run|runs)\b|\btraced?\b",
+                   re.IGNORECASE)
 
 
 def paragraphs(markdown: str) -> list[str]:
@@ -130,6 +132,11 @@ def test_names_are_matched_as_words_and_code_blocks_are_skipped():
     assert uncited(_nb("**Where does LLaMA put its norms?**")) == []
     assert [u[1] for u in uncited(_nb("LLaMA uses RMSNorm.\n\nQwen3 too."))] == \
         ["LLaMA", "Qwen"]
+
+
+def test_a_bare_above_is_no_source():
+    assert [u[1] for u in uncited(_nb("As said above, Gemma 2 caps its logits at 50."))] \
+        == ["Gemma"]
 
 
 def test_the_first_paragraph_does_not_lend_its_citation_to_the_second():
