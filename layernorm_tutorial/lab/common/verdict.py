@@ -41,9 +41,9 @@ are interval-censored: each seed gives only the bounds of its ratio (:func:`rung
 :func:`ladder_verdict`). Their interval is the distribution-free 95% interval for the median
 log-ratio built from order statistics of those bounds, and the words follow the same table with
 the median's bounds in place of :math:`\bar d` (*holds* needs the median's lower bound to reach
-:math:`\delta`, *contradicted* its upper bound to reach :math:`-\delta`). With ``n = 5`` no such interval exists (the
-smallest two-sided sign-test p-value is :math:`2/2^5 = 0.0625`): five seeds cannot settle a
-ladder claim, whatever the data; six can.
+:math:`\delta`, *contradicted* its upper bound to reach :math:`-\delta`). With ``n = 5`` no
+such interval exists (the smallest two-sided sign-test p-value is :math:`2/2^5 = 0.0625`):
+five seeds cannot settle a ladder claim, whatever the data; six can.
 
 **Many comparisons.** Each chapter is one family. :func:`holm` marks the verdicts whose word
 survives Holm's step-down correction at a family-wise 5% (p-values: :attr:`Verdict.p`), and
