@@ -134,15 +134,15 @@ def test_committed_paths_file_replicates_every_reported_run():
         doc["config"]["reported_seeds"]
 
 
-def test_paths_are_run_one_process_each_with_progress(monkeypatch):
+def test_paths_are_run_with_their_machine_and_progress(monkeypatch):
     from layernorm_tutorial.lab.common import numerics_paths
     from layernorm_tutorial.lab.residual import paths as residual_paths
 
     calls = []
 
-    def fake(target, kwargs, paths, with_machine=False):
-        calls.append((target, paths))
-        return {paths[0]: {"result": paths[0], "machine": {"path": paths[0]}}}
+    def fake(target, kwargs, paths, with_machine=False, desc=None):
+        calls.append((target, kwargs, paths, with_machine, desc))
+        return {p: {"result": p, "machine": {"path": p}} for p in paths}
 
     monkeypatch.setattr(numerics_paths, "run_on_paths", fake)
     for module in (paths, residual_paths):
@@ -150,8 +150,7 @@ def test_paths_are_run_one_process_each_with_progress(monkeypatch):
         out = module._on_paths("m:f", {"a": 1}, ["native", "avx2"], "test")
         assert out == {"native": {"result": "native", "machine": {"path": "native"}},
                        "avx2": {"result": "avx2", "machine": {"path": "avx2"}}}
-        assert calls == [("m:f", ["native"]), ("m:f", ["avx2"])]
-        assert set(module._on_paths("m:f", {}, None, "all")) == set(numerics_paths.PATHS)
+        assert calls == [("m:f", {"a": 1}, ["native", "avx2"], True, "test")]
 
 
 def test_dynamics_summary_prints_every_setting():

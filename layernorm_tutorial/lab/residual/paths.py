@@ -50,19 +50,9 @@ def stored_losses(seeds=sweep.SEEDS) -> list[dict]:
     return [{k: r[k] for k in keys} for r in runs]
 
 
-def _one_path(job: tuple) -> dict:
-    """``job = (target, kwargs, path)``: one ``run_on_paths`` call, with its machine."""
-    target, kwargs, path = job
-    return numerics_paths.run_on_paths(target, kwargs, [path], with_machine=True)[path]
-
-
 def _on_paths(target: str, kwargs: dict, paths, desc: str) -> dict:
-    """``{path: {"result", "machine"}}``, one fresh process per path, with a progress bar
-    (:func:`~layernorm_tutorial.lab.common.stored_results.run_jobs`)."""
-    names = list(numerics_paths.PATHS if paths is None else paths)
-    jobs = [(target, dict(kwargs), name) for name in names]
-    return dict(zip(names, stored_results.run_jobs(_one_path, jobs, 1, desc=desc),
-                    strict=True))
+    """``{path: {"result", "machine"}}``, one fresh process per path, with a progress bar."""
+    return numerics_paths.run_on_paths(target, kwargs, paths, with_machine=True, desc=desc)
 
 
 def measure(paths=None, replication_path: str = REPLICATION_PATH,
