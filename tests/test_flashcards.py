@@ -260,5 +260,5 @@ def test_the_warm_up_question_no_longer_promises_pre_ln_trains_without_it():
                     if q.label == "iq-pre-post")
     assert "without warm-up" not in question.title_en
     assert "still need warm-up" in question.title_en
-    assert "touvron2023llama" in question.short_paragraph + question.answer
-    assert "xiong2020layer" in question.short_paragraph + question.answer
+    assert "Touvron et al." in question.short_paragraph + question.answer
+    assert "Xiong et al." in question.short_paragraph + question.answer
