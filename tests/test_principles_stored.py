@@ -80,7 +80,9 @@ def test_committed_run_matches_the_code_and_its_check():
     assert doc["config"]["sweep"]["scales"] == list(st.SWEEP["scales"])
     assert doc["check"]["factor"] == st.TOLERANCE_FACTOR
     assert doc["check"]["floor"] == st.TOLERANCE_FLOOR
-    assert set(doc["check"]["paths"]["values"]) == set(numerics_paths.PATHS)
+    extended = doc["check"]["paths"].get("extended", {}).get("paths", [])
+    assert set(extended) <= set(numerics_paths.MIXED_PATHS)
+    assert set(doc["check"]["paths"]["values"]) == set(numerics_paths.PATHS) | set(extended)
     assert set(doc["outcomes_on_paths"]) == set(numerics_paths.PATHS)
     stored = st._first_losses(doc["runs"], doc["check"]["epochs"])
     # the native path of the measurement is the stored run itself
