@@ -83,9 +83,13 @@ class DigitsSplits:
     x_test: torch.Tensor
     y_test: torch.Tensor
 
+    def sizes(self) -> dict:
+        return {"train": len(self.y_train), "val": len(self.y_val), "test": len(self.y_test)}
+
 
 #: The book's fixed test set is the test part of ``load_digits_split(0.25, seed=TEST_SPLIT_SEED)``.
 TEST_SPLIT_SEED = 0
+TEST_FRACTION = 0.25
 #: The validation share of the 1348 images outside the test set.
 VALIDATION_FRACTION = 0.2
 
@@ -101,7 +105,7 @@ def load_digits_with_validation(seed: int = 0) -> DigitsSplits:
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    digits = load_digits_split(0.25, seed=TEST_SPLIT_SEED)
+    digits = load_digits_split(TEST_FRACTION, seed=TEST_SPLIT_SEED)
     n = len(digits.y_train)
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed + 1))
     n_val = int(round(VALIDATION_FRACTION * n))

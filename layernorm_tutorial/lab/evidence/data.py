@@ -13,37 +13,24 @@ choice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 import torch
 
-from layernorm_tutorial.lab.common.training import load_digits_split
+from layernorm_tutorial.lab.common.training import (
+    TEST_FRACTION,
+    VALIDATION_FRACTION,
+    DigitsSplits,
+    load_digits_with_validation,
+)
+from layernorm_tutorial.lab.common.training import TEST_SPLIT_SEED as SPLIT_SEED
 
 __all__ = ["EvidenceData", "load_evidence_data", "as_model_input", "SPLIT_SEED",
            "TEST_FRACTION", "VALIDATION_FRACTION"]
 
-SPLIT_SEED = 0
-TEST_FRACTION = 0.25
-VALIDATION_FRACTION = 0.2
-# the train/validation permutation of seed s is drawn from a generator seeded with
-# VALIDATION_SEED_OFFSET + s (seed 0 gives the split the chapter used before per-seed splits)
-VALIDATION_SEED_OFFSET = 1
-
-
-@dataclass(frozen=True)
-class EvidenceData:
-    """Flat images ``x_*`` float32 ``(n, 64)`` with pixels in [0, 1]; labels int64 ``(n,)``."""
-
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_val: torch.Tensor
-    y_val: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
-
-    def sizes(self) -> dict:
-        return {"train": len(self.y_train), "val": len(self.y_val), "test": len(self.y_test)}
+#: The evidence chapter's data are the book's shared splits
+#: (:func:`~layernorm_tutorial.lab.common.training.load_digits_with_validation`).
+EvidenceData = DigitsSplits
 
 
 @cache
@@ -53,19 +40,7 @@ def load_evidence_data(seed: int = 0) -> EvidenceData:
     The test images are the same for every seed; the train/validation split is a permutation
     drawn from ``seed``. The same seed always returns the same (cached) tensors.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    digits = load_digits_split(test_fraction=TEST_FRACTION, seed=SPLIT_SEED)
-    n = len(digits.y_train)
-    generator = torch.Generator().manual_seed(VALIDATION_SEED_OFFSET + seed)
-    order = torch.randperm(n, generator=generator)
-    n_val = int(round(VALIDATION_FRACTION * n))
-    val, train = order[:n_val], order[n_val:]
-    return EvidenceData(
-        digits.x_train[train], digits.y_train[train],
-        digits.x_train[val], digits.y_train[val],
-        digits.x_test, digits.y_test,
-    )
+    return load_digits_with_validation(seed)
 
 
 def as_model_input(x: torch.Tensor, model: str) -> torch.Tensor:
