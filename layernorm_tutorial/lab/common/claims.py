@@ -38,7 +38,9 @@ from layernorm_tutorial.lab.common.verdict import (
 
 __all__ = ["Claim", "CLAIMS", "JUDGED", "DISCLOSURES", "claim", "threshold", "parameter",
            "family", "definition", "definition_hash", "stamp", "judged_hashes",
-           "results_date", "registration", "registration_note", "judge", "judge_ladder"]
+           "results_date", "registration", "registration_note", "judge", "judge_ladder",
+           "Confirmation", "CONFIRMATIONS", "CONFIRMATORY_SEEDS", "confirmation",
+           "confirmation_definition", "confirmation_hash", "stamp_confirmatory"]
 
 _REPO = Path(__file__).resolve().parents[3]
 
@@ -195,6 +197,63 @@ CLAIMS: tuple[Claim, ...] = (
                "package's 2-point threshold 'DeepNorm beats post-LN with warm-up' would hold"),
 )
 
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A confirmatory run of a registered claim: the claim's definition (metric, unit,
+    direction, threshold, settings, parameters) judged again on ``seeds``, reported seeds
+    never used by any earlier run of the book. ``tuning_seeds``: fresh seeds on which the
+    claim's own rule chooses the hyperparameters again; empty when they are kept from the
+    earlier run's tuning seeds (``hyperparameters`` says which, and from which file). The
+    runs are written to ``results`` (in ``book/data``), never over the earlier file."""
+
+    claim_id: str
+    seeds: tuple[int, ...]
+    hyperparameters: str
+    results: str
+    tuning_seeds: tuple[int, ...] = ()
+
+
+#: Fresh reported seeds of every confirmatory run (no results file of the book used a seed
+#: above 7 before this registration).
+CONFIRMATORY_SEEDS = (101, 102, 103, 104, 105)
+_KEPT = "learning rates kept from the earlier run's tuning seeds (never reported): "
+
+#: The confirmatory runs, registered before any of their data (issue 42, item 2). Claims
+#: without one: the exploratory ``evidence.x.*`` (post hoc by definition), the two ladder
+#: claims registered before their first data (``large_models.qk-norm``, ``logit-tools``) and
+#: ``large_models.time`` (timing rounds on one CPU, not seeds).
+CONFIRMATIONS: tuple[Confirmation, ...] = (
+    *(Confirmation(cid, CONFIRMATORY_SEEDS,
+                   _KEPT + "selected_lr of evidence_results.json (tuning seed 0); the rate "
+                   "ranges' ladders extended by their own rule",
+                   "evidence_confirmatory.json")
+      for cid in ("evidence.1.small-batch", "evidence.1.large-batch", "evidence.2.rnn",
+                  "evidence.3.ln-does-not-converge", "evidence.3.bn-beats",
+                  "evidence.4.bn-regularizes", "evidence.5.ln-speed", "evidence.5.rates")),
+    *(Confirmation(cid, CONFIRMATORY_SEEDS,
+                   "fixed, not tuned: SGD 0.02 (init scale), Adam 3e-3 (combinations)",
+                   "evidence_side_confirmatory.json")
+      for cid in ("evidence.6.bn-init", "evidence.7.combining")),
+    Confirmation("principles.ln-vs-he", CONFIRMATORY_SEEDS,
+                 "chosen again by the registered rule on fresh tuning seeds 99, 100 (validation "
+                 "images in no reported seed's test set)",
+                 "principles_ln_vs_he_confirmatory.json", tuning_seeds=(99, 100)),
+    Confirmation("rnn.race", CONFIRMATORY_SEEDS,
+                 _KEPT + "selected_lr of rnn_race.json (tuning seeds 0, 1)",
+                 "rnn_race_confirmatory.json"),
+    *(Confirmation(cid, CONFIRMATORY_SEEDS, "none tuned: the rates are the conditions compared",
+                   "residual_runs_confirmatory.json")
+      for cid in ("residual.warm-up", "residual.depth")),
+    *(Confirmation(cid, CONFIRMATORY_SEEDS,
+                   _KEPT + "comparisons.main.lr of large_models_results.json (tuning seeds "
+                   "0, 1)", "large_models_confirmatory.json")
+      for cid in ("large_models.norms", "large_models.dyt-alpha")),
+    Confirmation("large_models.deepnorm", CONFIRMATORY_SEEDS,
+                 "fixed, not tuned: lr 0.01, 60 steps, 10 warm-up steps",
+                 "large_models_confirmatory.json"),
+)
+
 _BY_ID = {c.id: c for c in CLAIMS}
 if len(_BY_ID) != len(CLAIMS):  # pragma: no cover - a registry bug, caught at import
     raise RuntimeError("duplicate claim ids in the registry")
@@ -255,6 +314,46 @@ def stamp(doc: dict, claim_ids) -> dict:
     for cid in ids:
         claim(cid)
     return {**doc, "claims": {cid: definition_hash(cid) for cid in ids}}
+
+
+_CONFIRMATIONS = {c.claim_id: c for c in CONFIRMATIONS}
+if len(_CONFIRMATIONS) != len(CONFIRMATIONS) or not _CONFIRMATIONS.keys() <= _BY_ID.keys() \
+        or any(_BY_ID[c.claim_id].exploratory or set(c.seeds) & set(c.tuning_seeds)
+               for c in CONFIRMATIONS):  # pragma: no cover - a registry bug
+    raise RuntimeError("each confirmation must name one non-exploratory registered claim, "
+                       "with reported seeds disjoint from its tuning seeds")
+
+
+def confirmation(claim_id: str) -> Confirmation:
+    """The registered confirmatory run of ``claim_id`` (``KeyError`` if it has none)."""
+    claim(claim_id)
+    try:
+        return _CONFIRMATIONS[claim_id]
+    except KeyError:
+        raise KeyError(f"claim {claim_id!r} has no registered confirmatory run; claims with "
+                       f"one: {sorted(_CONFIRMATIONS)}") from None
+
+
+def confirmation_definition(claim_id: str) -> dict:
+    """What defines the confirmatory run (hashed): the claim's :func:`definition` with its
+    seed plan and results file replaced by the confirmation's."""
+    c = confirmation(claim_id)
+    return {**definition(claim_id), "seeds": list(c.seeds), "tuning_seeds": list(c.tuning_seeds),
+            "hyperparameters": c.hyperparameters, "results": c.results, "confirmatory": True}
+
+
+def confirmation_hash(claim_id: str) -> str:
+    """The first 12 hex digits of the SHA-256 of :func:`confirmation_definition`."""
+    text = json.dumps(confirmation_definition(claim_id), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def stamp_confirmatory(doc: dict, claim_ids) -> dict:
+    """``doc`` with ``"claims": {id: confirmation_hash(id)}`` and ``"confirmatory": True``:
+    the stamp of a confirmatory results file."""
+    ids = list(claim_ids)
+    return {**doc, "confirmatory": True,
+            "claims": {cid: confirmation_hash(cid) for cid in ids}}
 
 
 #: The definitions that the results files written before this registry were judged under
