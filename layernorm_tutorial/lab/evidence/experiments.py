@@ -221,8 +221,12 @@ class _Runner:
 
 
 def run_sweep(experiments=EXPERIMENTS, workers: int = 1, progress: bool = False,
-              rate_ranges=RATE_RANGES) -> dict:
+              rate_ranges=RATE_RANGES, fixed_lr: dict | None = None) -> dict:
     """Run every experiment and rate range; return ``{"selected_lr", "runs", "range_runs"}``.
+
+    ``fixed_lr`` (a confirmatory run): ``{(experiment, norm, batch_size): selected_lr entry}``
+    of an earlier sweep; phase 1 is skipped, every setting is trained at that entry's rate
+    (``KeyError`` naming a setting it lacks) and its entry is copied into ``selected_lr``.
 
     Phase 1 trains the tuning seeds at every rate of each setting's grid and extends the grid
     beyond a winning edge (:func:`extend_rungs`, up to ``grid_extensions`` rounds); phase 2
@@ -265,8 +269,14 @@ def run_sweep(experiments=EXPERIMENTS, workers: int = 1, progress: bool = False,
     def tuning_records(key):
         return [runner.done[s] for s in tuning_specs(key, rungs[key])]
 
-    submit([s for key, rs in rungs.items() for s in tuning_specs(key, rs)])
-    for round_ in range(max((exp.grid_extensions for exp in experiments), default=0)):
+    if fixed_lr is not None:
+        missing = [key for key in rungs if key not in fixed_lr]
+        if missing:
+            raise KeyError(f"fixed_lr lacks the settings {missing}")
+    else:
+        submit([s for key, rs in rungs.items() for s in tuning_specs(key, rs)])
+    for round_ in range(0 if fixed_lr is not None else
+                        max((exp.grid_extensions for exp in experiments), default=0)):
         new = []
         for key, rs in rungs.items():
             if round_ >= by_name[key[0]].grid_extensions:
@@ -284,9 +294,14 @@ def run_sweep(experiments=EXPERIMENTS, workers: int = 1, progress: bool = False,
     selected, reported = [], {}
     for key, rs in rungs.items():
         exp = by_name[key[0]]
-        lr = select_lr(tuning_records(key))
-        selected.append({"experiment": key[0], "norm": key[1], "batch_size": key[2], "lr": lr,
-                         "rates_tried": sorted(ladder_rate(i, key[2]) for i in rs)})
+        if fixed_lr is not None:
+            selected.append(dict(fixed_lr[key]))
+            lr = fixed_lr[key]["lr"]
+        else:
+            lr = select_lr(tuning_records(key))
+            selected.append({"experiment": key[0], "norm": key[1], "batch_size": key[2],
+                             "lr": lr, "rates_tried": sorted(ladder_rate(i, key[2])
+                                                             for i in rs)})
         reported[key] = [exp.spec(key[1], key[2], lr, s) for s in exp.reported_seeds]
 
     range_rungs = {r.name: sorted(r.rungs) for r in rate_ranges}
@@ -313,7 +328,7 @@ def run_sweep(experiments=EXPERIMENTS, workers: int = 1, progress: bool = False,
     chosen = {(d["experiment"], d["norm"], d["batch_size"]): d["lr"] for d in selected}
     runs = []
     for key, rs in rungs.items():
-        for spec in tuning_specs(key, sorted(rs)):
+        for spec in ([] if fixed_lr is not None else tuning_specs(key, sorted(rs))):
             runs.append({"experiment": key[0], "role": "tuning",
                          "selected": chosen[key] == spec.lr, **runner.done[spec]})
         for spec in reported[key]:
