@@ -22,6 +22,11 @@ The generated notebooks are build outputs, never committed:
 ``python -m layernorm_tutorial.publishing.book_i18n.notebooks --out DIR`` writes a copy of
 ``book/`` whose notebooks and pages are in Chinese (the book build writes
 ``_build/zh_notebooks/book`` and puts each chapter into the Chinese HTML's download button).
+``--out`` is never the repository, a folder holding it, or a folder in its sources
+(``book/``, ``locales/``, ...); ``--force`` replaces only a folder this command made (it
+holds the marker file ``.layernorm_tutorial_zh_notebooks``). The copy is written to
+``<out>.partial`` and renamed when complete: Ctrl-C leaves an existing folder whole and
+removes the staging folder.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping
@@ -36,9 +42,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from layernorm_tutorial.publishing._output_folders import OutputFolderError, check_output_folder
 from layernorm_tutorial.publishing.book_i18n.catalogs import book_root, read_catalog
 
-__all__ = ["Translation", "catalog_translations", "translate_markdown", "translate_notebook",
+__all__ = ["MARKER", "OutputFolderError", "Translation", "catalog_translations",
+           "check_out_folder", "translate_markdown", "translate_notebook",
            "translate_page", "unused_messages", "write_chinese_book", "main"]
 
 MYST_EXTENSIONS = {"amsmath", "dollarmath", "colon_fence", "deflist", "substitution"}
@@ -316,58 +324,127 @@ def translate_page(root: Path, page: Path) -> tuple[str, Translation]:
     return translate_markdown(text, translation), translation
 
 
+MARKER = ".layernorm_tutorial_zh_notebooks"
+"""The file this command writes into every folder it makes: ``--force`` replaces only a
+folder that holds it, never one a person made."""
+_MARKER_TEXT = ("Written by python -m layernorm_tutorial.publishing.book_i18n.notebooks: "
+                "a generated copy of book/ in Chinese; --force may replace this folder.\n")
+
+
+def check_out_folder(root: Path, out: Path | str, *, force: bool = False,
+                     option: str = "--out") -> Path:
+    """``out`` resolved, if :func:`write_chinese_book` may write it now; nothing changes.
+
+    Raises :class:`OutputFolderError` (one line naming ``option``) when ``out`` is or holds
+    the repository, lies in its sources (``book/``, ...), is a file or cannot be written
+    (:func:`check_output_folder`); when it exists and ``force`` is False; and when it
+    exists without the :data:`MARKER` file, i.e. this command did not make it: ``--force``
+    replaces only a folder this command made.
+    """
+    resolved = check_output_folder(out, option=option, root=root)
+    if resolved.exists():
+        if not force:
+            raise OutputFolderError(f"{option} {out}: exists; pass --force to replace it "
+                                    "(only a folder this command made), or choose a new "
+                                    "folder")
+        if not (resolved / MARKER).is_file():
+            raise OutputFolderError(f"{option} {out}: not a folder this command made (no "
+                                    f"{MARKER} file in it); remove it yourself or choose "
+                                    f"another {option}")
+    staging = _staging(resolved)
+    if staging.exists() and not (staging / MARKER).is_file():
+        raise OutputFolderError(f"{option} {out}: {staging} exists and this command did not "
+                                "make it; remove it yourself or choose another "
+                                f"{option}")
+    return resolved
+
+
+def _staging(out: Path) -> Path:
+    return out.with_name(out.name + ".partial")
+
+
+def _replace_folder(staging: Path, out: Path) -> None:
+    """Put the finished ``staging`` folder at ``out``; an existing ``out`` (checked to hold
+    the marker) is moved aside first and deleted last, so an interruption leaves either
+    the old folder or the new one at ``out``, never neither."""
+    old = out.with_name(f".{out.name}.replaced-{os.getpid()}")
+    try:
+        if out.exists():
+            os.rename(out, old)
+        os.rename(staging, out)
+    except BaseException:
+        if old.exists() and not out.exists():
+            os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def write_chinese_book(root: Path, out: Path, *, force: bool = False,
-                       report: Callable[[str], None] | None = None) -> dict[str, Translation]:
+                       report: Callable[[str], None] | None = None,
+                       option: str = "--out") -> dict[str, Translation]:
     """Copy ``root/book`` to ``out`` with every page that has a catalog in Chinese.
 
-    ``out`` must not exist unless ``force`` (then it is replaced). Returns each translated
-    page's :class:`Translation`.
+    ``out`` is checked first (:func:`check_out_folder`): it must not exist unless
+    ``force``, and then only a folder this function made (it holds :data:`MARKER`) is
+    replaced. The copy is written to ``<out>.partial`` and renamed to ``out`` when
+    complete; on any error or interruption the staging folder is removed and an existing
+    ``out`` is left as it was. Returns each translated page's :class:`Translation`.
     """
-    out = Path(out)
-    if out.exists() and not force:
-        raise FileExistsError(f"--out {out} exists: pass --force to replace it")
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--out {out} is a file, expected a folder")
-    staging = out.with_name(out.name + ".partial")
-    if staging.exists():
+    out = check_out_folder(root, out, force=force, option=option)
+    staging = _staging(out)
+    if staging.exists():  # left by a killed run; it holds the marker (checked above)
         shutil.rmtree(staging)
-    shutil.copytree(root / "book", staging, ignore=shutil.ignore_patterns(
-        ".ipynb_checkpoints", "_build", "__pycache__", "conftest.py"))
     done = {}
-    for page in sorted((root / "book").iterdir()):
-        if page.suffix not in PAGE_SUFFIXES or not (root / LOCALE / f"{page.stem}.po").is_file():
-            continue
-        text, translation = translate_page(root, page)
-        (staging / page.name).write_text(text, encoding="utf8")
-        done[page.name] = translation
-        if report:
-            report(f"{page.name}: {len(translation.used)} messages used, "
-                   f"{len(translation.untranslated)} units left in English")
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
+    try:
+        staging.mkdir(parents=True)
+        (staging / MARKER).write_text(_MARKER_TEXT, encoding="utf8")
+        shutil.copytree(root / "book", staging, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_build",
+                                                      "__pycache__", "conftest.py", MARKER))
+        for page in sorted((root / "book").iterdir()):
+            if page.suffix not in PAGE_SUFFIXES or \
+                    not (root / LOCALE / f"{page.stem}.po").is_file():
+                continue
+            text, translation = translate_page(root, page)
+            (staging / page.name).write_text(text, encoding="utf8")
+            done[page.name] = translation
+            if report:
+                report(f"{page.name}: {len(translation.used)} messages used, "
+                       f"{len(translation.untranslated)} units left in English")
+        _replace_folder(staging, out)
+    except BaseException:
+        if (staging / MARKER).is_file():
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
     return done
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; user errors end in one line and exit status 2, Ctrl-C in 130."""
     parser = argparse.ArgumentParser(
         prog="python -m layernorm_tutorial.publishing.book_i18n.notebooks",
         description="Write the Chinese notebooks and pages: a copy of book/ in Chinese, "
                     "from the English sources and the catalogs.")
     parser.add_argument("--out", type=Path, required=True,
-                        help="folder to create (the Chinese copy of book/)")
-    parser.add_argument("--force", action="store_true", help="replace an existing folder")
+                        help="folder to create (the Chinese copy of book/); never the "
+                             "repository or a folder of its sources")
+    parser.add_argument("--force", action="store_true",
+                        help=f"replace an existing folder that this command made (it holds "
+                             f"a {MARKER} file); any other folder is refused")
     parser.add_argument("--quiet", action="store_true", help="print only the result")
     args = parser.parse_args(argv)
     root = book_root()
     if root is None:
         parser.error("run inside the book's repository (no _toc.yml above this folder)")
-    if args.out.exists() and not args.force:
-        parser.error(f"--out {args.out} exists: pass --force to replace it")
-    if args.out.exists() and not args.out.is_dir():
-        parser.error(f"--out {args.out} is a file, expected a folder")
-    pages = write_chinese_book(root, args.out, force=args.force,
-                               report=None if args.quiet else print)
+    try:
+        pages = write_chinese_book(root, args.out, force=args.force,
+                                   report=None if args.quiet else print)
+    except OutputFolderError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
     print(f"{len(pages)} Chinese pages written to {args.out.resolve()}")
     return 0
 
