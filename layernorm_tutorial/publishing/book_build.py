@@ -26,8 +26,9 @@ Commands (run from the repository root or any folder inside it)::
 
 The Chinese edition differs from the English one only by the configuration overrides in
 :func:`language_overrides`; everything else is read from ``_config.yml``. Errors a user can
-fix (run outside the repository, catalogs not ready, an output folder that holds other files)
-end in one line and exit status 2.
+fix (run outside the repository, catalogs not ready, an output folder that holds other files,
+is a file, cannot be written, or is the repository or one of its source folders) end in one
+line and exit status 2, before Sphinx starts. Ctrl-C ends in "interrupted" and exit status 130.
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
+
+from layernorm_tutorial.publishing._output_folders import OutputFolderError, check_output_folder
 
 LANGUAGES = {"en": "", "zh": "zh_CN"}
 """Edition name -> Sphinx language code ("" = the source language, English)."""
@@ -52,6 +56,15 @@ LAYOUT = "_config.yml and _toc.yml (with book/ and locales/ beside them)"
 class BuildError(Exception):
     """A problem the user can fix (wrong folder, catalogs not ready, a bad output folder):
     :func:`main` prints it in one line and exits with status 2."""
+
+
+def _output_folder(path: Path, option: str, root: Path) -> Path:
+    """``path`` resolved, or :class:`BuildError` if it is no place for outputs (a file, not
+    writable, the repository or one of its source folders; see ``_output_folders``)."""
+    try:
+        return check_output_folder(path, option=option, root=root)
+    except OutputFolderError as exc:
+        raise BuildError(str(exc)) from None
 
 
 def repo_root() -> Path:
@@ -254,6 +267,15 @@ def _import_jupyter_book_sphinx():
     return build_sphinx
 
 
+QUIET_WARNINGS = (
+    # sphinx_external_toc's collectors.py runs isinstance() over every object of the
+    # garbage collector, which touches torch's deprecated alias (torch is imported by the
+    # book's extensions) and prints this on every build; it says nothing about the book.
+    (FutureWarning, r"`?torch\.distributed\.reduce_op`? is deprecated"),
+)
+"""(category, message pattern) of the warnings silenced during a Sphinx run."""
+
+
 def _build(root: Path, builder: str, outdir: Path, doctrees: Path, overrides: dict,
            strict: bool, nitpicky: bool, keep_going: bool, quiet: bool = False,
            really_quiet: bool = False) -> int:
@@ -263,20 +285,26 @@ def _build(root: Path, builder: str, outdir: Path, doctrees: Path, overrides: di
                  "latex_individualpages": False, **overrides}
     if nitpicky:
         overrides["nitpicky"] = True
-    result = build_sphinx(
-        root,
-        outdir,
-        noconfig=True,
-        path_config=str(root / "_config.yml"),
-        confoverrides=overrides,
-        doctreedir=doctrees,
-        builder=builder,
-        warningiserror=strict,
-        keep_going=keep_going,
-        quiet=quiet,
-        really_quiet=really_quiet,
-    )
-    if isinstance(result, Exception):
+    with warnings.catch_warnings():
+        for category, pattern in QUIET_WARNINGS:
+            warnings.filterwarnings("ignore", message=pattern, category=category)
+        result = build_sphinx(
+            root,
+            outdir,
+            noconfig=True,
+            path_config=str(root / "_config.yml"),
+            confoverrides=overrides,
+            doctreedir=doctrees,
+            builder=builder,
+            warningiserror=strict,
+            keep_going=keep_going,
+            quiet=quiet,
+            really_quiet=really_quiet,
+        )
+    # Sphinx returns (not raises) what stopped it, Ctrl-C's KeyboardInterrupt included.
+    if isinstance(result, KeyboardInterrupt):
+        raise KeyboardInterrupt
+    if isinstance(result, BaseException):
         print(f"{builder} build failed: {result}", file=sys.stderr)
         return 1
     return int(result)
@@ -315,7 +343,10 @@ def write_translated_notebooks(root: Path, build: Path, lang: str = "zh") -> Pat
 
     folder = build / f"{lang}_notebooks" / "book"
     folder.parent.mkdir(parents=True, exist_ok=True)
-    write_chinese_book(root, folder, force=True)
+    try:
+        write_chinese_book(root, folder, force=True, option="--build-dir")
+    except OutputFolderError as exc:
+        raise BuildError(str(exc)) from None
     sources = html_dir(build, lang) / "_sources" / "book"
     replaced = 0
     for notebook in sorted(folder.glob("*.ipynb")):
@@ -333,26 +364,26 @@ def extract_messages(root: Path, output: Path, force: bool = False,
 
     Sphinx's own files (doctrees, myst-nb's ``jupyter_execute``, the static files) go to a
     hidden working folder inside ``output`` that is removed afterwards, so nothing is
-    written beside ``output`` and only the .pot files remain. An ``output`` folder that
-    holds anything but .pot files is refused without ``force``."""
-    output = output.resolve()
-    if output.exists() and not output.is_dir():
-        raise BuildError(f"--output {output}: is a file, expected a folder for the .pot files")
-    if output.is_dir() and not force:
-        others = [p for p in output.rglob("*") if p.is_file() and p.suffix != ".pot"]
-        if others:
-            raise BuildError(f"--output {output}: holds other files than .pot catalogs (e.g. "
-                             f"{others[0].relative_to(output)}); choose an empty or new "
-                             "folder, or pass --force")
-    work = output / ".sphinx-gettext"
+    written beside ``output`` and only the .pot files remain. The .pot files of an earlier
+    extraction are replaced (those of deleted pages removed). An ``output`` folder that
+    holds anything but .pot files is refused without ``force``; with ``force`` its .pot
+    files of the same names are replaced and nothing else in it is removed."""
+    output = _output_folder(output, "--output", root)
+    work = output / ".sphinx-gettext"  # Sphinx's own files (a killed run may leave it)
+    others = [p for p in output.rglob("*") if p.is_file() and p.suffix != ".pot"
+              and work not in p.parents] if output.is_dir() else []
+    if others and not force:
+        raise BuildError(f"--output {output}: holds other files than .pot catalogs (e.g. "
+                         f"{others[0].relative_to(output)}); choose an empty or new "
+                         "folder, or pass --force")
     shutil.rmtree(work, ignore_errors=True)
     try:
         status = _build(root, "gettext", work / "pot", work / "doctrees",
                         {"nb_execution_mode": "off"}, strict=False, nitpicky=False,
                         keep_going=False, quiet=quiet, really_quiet=really_quiet)
         if status == 0:
-            for old in output.rglob("*.pot"):
-                if work not in old.parents:
+            for old in output.rglob("*.pot") if not others else ():
+                if work not in old.parents:  # a folder of .pot files only: ours, replaced
                     old.unlink()
             pot_root = work / "pot"
             for pot in pot_root.rglob("*.pot"):
@@ -407,11 +438,11 @@ def _build_both_in_parallel(root: Path, build: Path, args) -> int:
     print(f"building the Chinese edition in a second process (log: {log})", flush=True)
     try:
         english = build_html(root, "en", build, args.strict, args.nitpicky, args.keep_going)
-    except BaseException:
+        status = chinese.wait()
+    except BaseException:  # Ctrl-C (or an error) here: the Chinese build stops too
         chinese.kill()
         chinese.wait()
         raise
-    status = chinese.wait()
     print(f"---- zh edition ({log}) ----\n"
           f"{log.read_text(encoding='utf8', errors='replace')}", flush=True)
     return english or status
@@ -472,11 +503,33 @@ def main(argv: list[str] | None = None) -> int:
     except BuildError as exc:
         print(f"book_build: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("book_build: interrupted", file=sys.stderr)
+        return 130
+
+
+def _checked_build_dir(root: Path, args, builds_chinese: bool) -> Path:
+    """The build folder resolved, after the checks of every folder the command writes
+    (build folder, HTML folders, Chinese notebooks) before any work: BuildError if one is
+    no place for outputs, or if the Chinese notebooks' folder exists and the book build did
+    not make it."""
+    from layernorm_tutorial.publishing.book_i18n.notebooks import check_out_folder
+
+    build = _output_folder(args.build_dir or root / "_build", "--build-dir", root)
+    langs = {"all": ("en", "zh"), "html": (args.lang,)}.get(args.command, ())
+    for lang in langs:
+        _output_folder(html_dir(build, lang), "--build-dir", root)
+    if builds_chinese and args.command != "check":
+        try:
+            check_out_folder(root, build / "zh_notebooks" / "book", force=True,
+                             option="--build-dir")
+        except OutputFolderError as exc:
+            raise BuildError(str(exc)) from None
+    return build
 
 
 def _run(args) -> int:
     root = repo_root()
-    build = (args.build_dir or root / "_build").resolve()
     if args.command == "gettext":
         return extract_messages(root, args.output or root / "_build" / "gettext",
                                 force=args.force)
@@ -484,6 +537,7 @@ def _run(args) -> int:
         return update_catalogs(root)
     start_wall, start_cpu = time.perf_counter(), _cpu_seconds()
     builds_chinese = args.command == "all" or (args.command == "html" and args.lang == "zh")
+    build = _checked_build_dir(root, args, builds_chinese)
     if args.command == "check" or (builds_chinese and not args.no_translation_check):
         check_translations(root, build)
         print(f"Chinese catalogs complete and up to date with the sources "
