@@ -3,7 +3,7 @@ r"""An Anki deck of the interview questions, generated from the interview chapte
 ::
 
     python -m layernorm_tutorial.publishing.flashcards --out layernorm_interview.apkg [--lang
-    en|zh|both]
+    en|zh|both] [--force]
 
 The notebooks are the single source: each question is a markdown cell of the form ::
 
@@ -28,14 +28,20 @@ and display math ``$$...$$`` becomes ``\[...\]``, the delimiters Anki's MathJax
 reads (see :mod:`layernorm_tutorial.publishing.flashcard_html`). Each note's GUID derives
 from the question's label and the deck and note-type ids are fixed, so importing an updated
 deck updates the cards instead of duplicating them.
+
+The deck is written through a temporary file in the folder of ``--out``, renamed when
+complete, so an interruption leaves an existing deck as it was; an existing deck is
+replaced only with ``--force``. Errors a user can fix end in one line and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import html
+import os
 import re
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,8 +226,11 @@ def build_notes(questions: Iterable[Question], renderer: Renderer, lang: str = "
 
 def write_deck(out: Path | str, notebooks: Sequence[Path | str] | None = None, *,
                lang: str = "both", book_url: str | None = None,
-               book_dir: Path | str | None = None) -> int:
+               book_dir: Path | str | None = None, force: bool = False) -> int:
     """Write the ``.apkg`` deck to ``out`` and return the number of notes.
+
+    An existing ``out`` is replaced only if ``force`` (:class:`FlashcardError` otherwise,
+    before any work); the deck is written atomically (:func:`write_package_atomically`).
 
     ``notebooks`` defaults to the two interview chapters in ``book_dir`` (the repository's
     ``book/``). ``book_url`` is the root of the built HTML book, the folder with
@@ -237,7 +246,7 @@ def write_deck(out: Path | str, notebooks: Sequence[Path | str] | None = None, *
     paths = [Path(p) for p in notebooks] if notebooks else [book_dir / f"{c}.ipynb"
                                                              for c in CHAPTERS]
     out = Path(out)
-    check_writable(out)
+    check_writable(out, force=force)
     questions = [q for path in paths for q in parse_questions(path)]
     seen: dict[str, str] = {}
     for q in questions:
@@ -253,8 +262,30 @@ def write_deck(out: Path | str, notebooks: Sequence[Path | str] | None = None, *
     deck = genanki.Deck(DECK_ID, DECK_NAME)
     for note in build_notes(questions, renderer, lang):
         deck.add_note(note)
-    genanki.Package(deck).write_to_file(str(out))
+    write_package_atomically(genanki.Package(deck), out)
     return len(questions)
+
+
+def write_package_atomically(package, out: Path) -> Path:
+    """Write a ``genanki.Package`` to ``out`` via ``.{name}.{pid}.tmp`` in the same folder
+    and a rename: an interrupted write never leaves half a deck at ``out``.
+
+    genanki builds the collection in a ``tempfile.mkstemp()`` SQLite file that it never
+    deletes; it is made here in a temporary folder that is removed afterwards."""
+    out = Path(out)
+    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with tempfile.TemporaryDirectory(prefix="layernorm_tutorial_deck_") as scratch:
+            saved, tempfile.tempdir = tempfile.tempdir, scratch
+            try:
+                package.write_to_file(str(temporary))
+            finally:
+                tempfile.tempdir = saved
+        os.replace(temporary, out)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return out
 
 
 def _label_pages(book_dir: Path) -> dict[str, str]:
@@ -266,12 +297,16 @@ def _label_pages(book_dir: Path) -> dict[str, str]:
     return pages
 
 
-def check_writable(out: Path) -> None:
-    """Fail before any work if ``out`` cannot be written (missing folder, no permission)."""
+def check_writable(out: Path, force: bool = False) -> None:
+    """Fail before any work if ``out`` cannot be written (missing folder, no permission),
+    or if it exists and ``force`` is False."""
     if out.suffix != ".apkg":
         raise FlashcardError(f"--out must end in .apkg, got {str(out)!r}")
     if out.is_dir():
         raise FlashcardError(f"--out {str(out)!r} is a directory, expected a .apkg file path")
+    if out.exists() and not force:
+        raise FlashcardError(f"--out {str(out)!r}: the file exists; pass --force to replace "
+                             "it, or choose a new path")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise FlashcardError(f"cannot write {str(out)!r}: folder {str(parent)!r} does not exist")
@@ -297,12 +332,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--book-url", default=None,
                         help="URL of the built HTML book's root, the folder with index.html, "
                              "for the cards' links (default: this checkout's _build/html)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing --out file")
     args = parser.parse_args(argv)
     try:
-        count = write_deck(args.out, lang=args.lang, book_url=args.book_url)
+        count = write_deck(args.out, lang=args.lang, book_url=args.book_url,
+                           force=args.force)
     except FlashcardError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     print(f"wrote {count} notes to {args.out}")
     return 0
 
