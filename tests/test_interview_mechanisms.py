@@ -100,6 +100,81 @@ def test_dropout_before_bn_shifts_the_evaluation_variance_as_predicted(p, mean):
         bm.dropout_variance_shift(1.0)
 
 
+def _whole_model_reestimation(model, batches):
+    """The old recipe: the whole model in training mode while BN re-learns its statistics
+    (dropout switched back on)."""
+    bn = model[1]
+    bn.reset_running_stats()
+    bn.momentum = None
+    model.train()
+    with torch.no_grad():
+        for x in batches:
+            model(x)
+    model.eval()
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_reestimating_with_only_bn_in_training_mode_removes_the_variance_shift(p):
+    """BN's running variance against the variance of what BN receives at inference (dropout
+    off): the fixed re-estimation matches them, the whole-model recipe keeps 1/(1-p)."""
+    torch.manual_seed(0)
+    features = 32
+
+    def batch():
+        return torch.randn(512, features, dtype=F64)
+
+    def model():
+        return torch.nn.Sequential(torch.nn.Dropout(p),
+                                   lnn.BatchNorm1d(features, momentum=None).double())
+
+    def ratio(m):
+        with torch.no_grad():
+            seen = torch.cat([batch() for _ in range(8)]).var(0)    # dropout off: x itself
+        return (m[1].running_var / seen).mean().item()
+
+    for reestimate, expected in ((ds.reestimate_statistics, 1.0),
+                                 (_whole_model_reestimation, 1 / (1 - p))):
+        m = model()
+        m.train()
+        with torch.no_grad():
+            for _ in range(20):
+                m(batch())                          # training fills BN with dropout on
+        assert ratio(m) == pytest.approx(1 / (1 - p), rel=0.03)
+        m.eval()
+        reestimate(m, [batch() for _ in range(20)])
+        assert ratio(m) == pytest.approx(expected, rel=0.03), reestimate
+        m.eval()
+        with torch.no_grad():
+            out_var = m(batch()).var(0, correction=0).mean().item()
+        assert out_var == pytest.approx(1 / expected, rel=0.03), reestimate
+
+
+def test_reestimation_restores_every_module_mode_and_momentum():
+    model = torch.nn.Sequential(torch.nn.Dropout(0.5), lnn.BatchNorm1d(4, momentum=0.3),
+                                torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)).double()
+    model.train()
+    model[2].eval()                                  # a mixed state, restored as it was
+    modes = [m.training for m in model.modules()]
+    ds.reestimate_statistics(model, [torch.randn(16, 4, dtype=F64) for _ in range(3)])
+    assert [m.training for m in model.modules()] == modes
+    assert model[1].momentum == 0.3 and model[3].momentum == 0.1
+    assert model[1].num_batches_tracked.item() == 3
+    with pytest.raises(ValueError, match="track_running_stats=False"):
+        ds.reestimate_statistics(torch.nn.BatchNorm1d(4, track_running_stats=False),
+                                 [torch.randn(8, 4)])
+
+
+@pytest.mark.parametrize(("p", "mean"), [(0.5, 0.0), (0.2, 1.0)])
+def test_dropout_remedy_bn_only_restores_the_variance_update_bn_does_not(p, mean):
+    out = bm.dropout_remedy(p, mean=mean, features=32, batch=512, batches=20)
+    shifted = 1 / bm.predicted_eval_variance(p, mean)       # running var / var at inference
+    for name in ("before", "whole_model"):                 # torch's update_bn: model.train()
+        assert out[name]["var_ratio"] == pytest.approx(shifted, rel=0.03), name
+        assert out[name]["eval_var"] == pytest.approx(1 / shifted, rel=0.03), name
+    assert out["bn_only"]["var_ratio"] == pytest.approx(1.0, abs=0.02)
+    assert out["bn_only"]["eval_var"] == pytest.approx(1.0, abs=0.02)
+
+
 def test_weights_feeding_bn_are_scale_invariant_with_a_1_over_c_gradient():
     out = bm.weight_scale_invariance(c=7.0, lr=0.05)
     assert out["loss_change"] < 1e-9 and abs(out["cosine"]) < 1e-12

@@ -14,6 +14,10 @@ numbers are the same on any CPU to the digits the chapter prints.
     Dropout before BN: the running variance learns the training-mode variance
     :math:`((\sigma^2+\mu^2)/(1-p) - \mu^2)`, so in evaluation, where dropout is the identity,
     BN's output variance is :math:`\sigma^2` divided by that, not 1 (the "variance shift").
+``dropout_remedy(p)``
+    The same pair after re-estimating BN's statistics with only BN in training mode (the
+    running variance matches what BN sees at inference again) and with the whole model in
+    training mode (dropout on again: the shift comes back).
 ``weight_scale_invariance(c, lr)``
     A Linear layer feeding BN: the loss ignores the scale :math:`c` of the weights, the
     gradient scales as :math:`1/c` and is orthogonal to :math:`W`, so an SGD step on
@@ -27,6 +31,7 @@ numbers are the same on any CPU to the digits the chapter prints.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -34,10 +39,11 @@ import torch
 from layernorm_tutorial import functional as LF
 from layernorm_tutorial import nn as lnn
 from layernorm_tutorial import weight_norm as wn
+from layernorm_tutorial.lab.interview import distribution_shift
 
 __all__ = ["ORDERS", "placement", "batch_noise", "predicted_batch_noise",
-           "dropout_variance_shift", "predicted_eval_variance", "weight_scale_invariance",
-           "weight_norm_vs_batch_norm"]
+           "dropout_variance_shift", "dropout_remedy", "predicted_eval_variance",
+           "weight_scale_invariance", "weight_norm_vs_batch_norm"]
 
 F64 = torch.float64
 ORDERS = ("bn_relu", "relu_bn")
@@ -118,33 +124,78 @@ def predicted_eval_variance(p: float, mean: float = 0.0, var: float = 1.0) -> fl
     return var / train_var
 
 
-def dropout_variance_shift(p: float, *, features: int = 64, batch: int = 1024,
-                           batches: int = 50, mean: float = 0.0, seed: int = 0) -> dict:
-    """Dropout(p) followed by BatchNorm1d: fill the running statistics over ``batches``
-    training-mode batches of ``N(mean, 1)`` inputs (cumulative average, ``momentum=None``),
-    then return the output variance in training mode (``train_var``), in evaluation mode on
-    fresh inputs (``eval_var``), and ``predicted`` (:func:`predicted_eval_variance`)."""
+def _dropout_then_bn(p: float, features: int, batch: int, mean: float, seed: int,
+                     norm=lnn.BatchNorm1d):
+    """``(model, inputs)``: ``Dropout(p)`` then a float64 ``norm`` (``BatchNorm1d``, the
+    package's or torch's; no affine, cumulative average), and a function drawing fresh
+    ``N(mean, 1)`` batches."""
     if not 0 <= p < 1:
         raise ValueError(f"p must be in [0, 1), got {p}")
     # dropout masks come from the global generator: seed it apart from the inputs' own
     # generator (the same seed for both would correlate the masks with the values)
     torch.manual_seed(seed + 1_000_003)
     g = _gen(seed)
-    drop = torch.nn.Dropout(p)
-    bn = lnn.BatchNorm1d(features, momentum=None, affine=False).double()
+    model = torch.nn.Sequential(
+        torch.nn.Dropout(p), norm(features, momentum=None, affine=False).double())
 
     def inputs():
         return torch.randn(batch, features, generator=g, dtype=F64) + mean
 
-    drop.train(), bn.train()
+    return model, inputs
+
+
+@torch.no_grad()
+def _fill_running_statistics(model, inputs, batches: int) -> torch.Tensor:
+    """Training-mode passes over ``batches`` batches (dropout on); the last output."""
+    model.train()
+    for _ in range(batches):
+        out = model(inputs())
+    return out
+
+
+def dropout_variance_shift(p: float, *, features: int = 64, batch: int = 1024,
+                           batches: int = 50, mean: float = 0.0, seed: int = 0) -> dict:
+    """Dropout(p) followed by BatchNorm1d: fill the running statistics over ``batches``
+    training-mode batches of ``N(mean, 1)`` inputs (cumulative average, ``momentum=None``),
+    then return the output variance in training mode (``train_var``), in evaluation mode on
+    fresh inputs (``eval_var``), and ``predicted`` (:func:`predicted_eval_variance`)."""
+    model, inputs = _dropout_then_bn(p, features, batch, mean, seed)
+    train_out = _fill_running_statistics(model, inputs, batches)
+    model.eval()
     with torch.no_grad():
-        for _ in range(batches):
-            train_out = bn(drop(inputs()))
-        drop.eval(), bn.eval()
-        eval_out = bn(drop(inputs()))
+        eval_out = model(inputs())
     return {"train_var": train_out.var(0, correction=0).mean().item(),
             "eval_var": eval_out.var(0, correction=0).mean().item(),
             "predicted": predicted_eval_variance(p, mean)}
+
+
+def dropout_remedy(p: float, *, features: int = 64, batch: int = 1024, batches: int = 50,
+                   mean: float = 0.0, seed: int = 0) -> dict:
+    r"""The variance shift of Dropout(p) -> BN, and two ways to re-estimate BN's statistics.
+
+    The model (torch's ``BatchNorm1d``) is trained for ``batches`` training-mode batches,
+    then its running statistics are recomputed on ``batches`` fresh batches either with
+    only BN in training mode (:func:`~.distribution_shift.reestimate_statistics`, dropout
+    off) or with the whole model in training mode (``torch.optim.swa_utils.update_bn``, which
+    calls ``model.train()``, so dropout is on again). For ``"before"`` (no re-estimation),
+    ``"bn_only"`` and ``"whole_model"`` it returns ``{"eval_var": ..., "var_ratio": ...}``:
+    the evaluation-mode output variance on fresh inputs, and the ratio of BN's running
+    variance to the variance of what BN receives at inference (its input, dropout off):
+    :math:`1/(1-p)` for zero-mean inputs while the shift is there, 1 once it is gone."""
+    model, inputs = _dropout_then_bn(p, features, batch, mean, seed, norm=torch.nn.BatchNorm1d)
+    _fill_running_statistics(model, inputs, batches)
+    fresh = [inputs() for _ in range(batches)]
+    probe = inputs()
+    whole = copy.deepcopy(model)
+    torch.optim.swa_utils.update_bn(fresh, whole)
+    bn_only = distribution_shift.reestimate_statistics(copy.deepcopy(model), fresh)
+    out = {}
+    for name, m in (("before", model), ("bn_only", bn_only), ("whole_model", whole)):
+        m.eval()
+        with torch.no_grad():
+            out[name] = {"eval_var": m(probe).var(0, correction=0).mean().item(),
+                         "var_ratio": (m[1].running_var / probe.var(0)).mean().item()}
+    return out
 
 
 def weight_scale_invariance(c: float = 10.0, lr: float = 0.1, *, seed: int = 0) -> dict:

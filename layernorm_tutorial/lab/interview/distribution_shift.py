@@ -7,7 +7,8 @@ trained on. Three remedies, from cheapest to most involved:
 
 ``reestimate_statistics(model, batches)``
     Recompute the running statistics on unlabeled test data, as a cumulative average over
-    the batches (what AdaBN and "covariate shift adaptation" do); nothing is learned.
+    the batches (what AdaBN and "covariate shift adaptation" do), with only the BN modules
+    in training mode (dropout stays off); nothing is learned.
 ``test_batch_statistics(model)``
     Normalize each test batch with its own statistics (BN's training-mode forward, without
     touching the buffers): needs batches of the shifted data, not single samples.
@@ -73,23 +74,39 @@ def channel_stats(y: torch.Tensor) -> tuple[float, float]:
 
 @torch.no_grad()
 def reestimate_statistics(model: nn.Module, batches) -> nn.Module:
-    """Reset every BN module's running statistics and recompute them as a cumulative average
-    over ``batches`` (inputs of ``model``); restores each module's momentum and ``model``'s
-    training mode. Returns ``model``."""
+    r"""Reset every BN module's running statistics and recompute them as a cumulative average
+    over ``batches`` (inputs of ``model``). Returns ``model``.
+
+    Only the BN modules run in training mode: every other module (dropout above all) is in
+    evaluation mode, so BN learns the statistics of the activations it will see at inference.
+    Putting the whole model in training mode instead (``model.train()``) would switch dropout
+    back on and relearn the training-time variance, :math:`\sigma^2/(1-p)` after a Dropout(p)
+    of zero-mean inputs, which is the "variance shift" the re-estimation is meant to remove.
+    Each module's mode and each BN's momentum are restored afterwards.
+    """
     norms = batch_norm_modules(model)
     if not norms:
         raise ValueError("model has no BatchNorm module whose statistics could be re-estimated")
-    was_training = model.training
+    stateless = [name for name, m in model.named_modules()
+                 if isinstance(m, BATCH_NORMS) and not m.track_running_stats]
+    if stateless:
+        raise ValueError(f"BatchNorm module {stateless[0] or 'model'!r} keeps no running "
+                         "statistics (track_running_stats=False): nothing to re-estimate")
+    modes = [(m, m.training) for m in model.modules()]
     momenta = [m.momentum for m in norms]
-    for m in norms:
-        m.reset_running_stats()
-        m.momentum = None                               # cumulative average: 1 / t
-    model.train()
-    for x in batches:
-        model(x)
-    for m, momentum in zip(norms, momenta, strict=True):
-        m.momentum = momentum
-    model.train(was_training)
+    try:
+        model.eval()                                    # dropout and the rest: inference
+        for m in norms:
+            m.reset_running_stats()
+            m.momentum = None                           # cumulative average: 1 / t
+            m.train()                                   # only BN uses batch statistics
+        for x in batches:
+            model(x)
+    finally:
+        for m, momentum in zip(norms, momenta, strict=True):
+            m.momentum = momentum
+        for m, training in modes:
+            m.training = training
     return model
 
 
