@@ -356,45 +356,59 @@ def stamp_confirmatory(doc: dict, claim_ids) -> dict:
             "claims": {cid: confirmation_hash(cid) for cid in ids}}
 
 
-#: The definitions that the results files written before this registry were judged under
-#: (computed from the thresholds in the package at the commit that added their data), and
-#: that commit (the files record no date of their own).
-JUDGED: dict[str, dict] = {
-    "evidence_results.json": {
-        "data_commit": _EV,
-        "claims": {
-            "evidence.1.small-batch": "d10f140a95bb",
-            "evidence.1.large-batch": "bb440acd6cec",
-            "evidence.2.rnn": "8746c448e59d",
-            "evidence.3.ln-does-not-converge": "3107cece0019",
-            "evidence.3.bn-beats": "4e59733c751a",
-            "evidence.4.bn-regularizes": "c095114c5950",
-            "evidence.5.ln-speed": "451d204c2dce",
-            "evidence.5.rates": "8fd368848399",
-            "evidence.x.recalibrated-bn": "dbf7e11bf261",
-            "evidence.x.batch-256-splits": "9d1c0f1c9c51",
-            "evidence.x.bn-vs-ln-speed": "dc57c99430ab",
-            "evidence.x.per-digit": "f34a25c493d4",
-        }},
-    "evidence_side_results.json": {
-        "data_commit": _EV,
-        "claims": {"evidence.6.bn-init": "833e4a710d9e",
-                   "evidence.7.combining": "b5acc2f09ef7"}},
-    "principles_ln_vs_he.json": {
-        "data_commit": ("ca7ff54", "2026-11-25T14:46:58+00:00"),
-        "claims": {"principles.ln-vs-he": "4aa03fd3ba87"}},
-    "rnn_race.json": {"data_commit": _RR, "claims": {"rnn.race": "9c3022b10a20"}},
-    "residual_runs.json": {
-        "data_commit": _RR,
-        "claims": {"residual.warm-up": "3ca4040550bd", "residual.depth": "de8d45d6b40e"}},
-    "large_models_results.json": {
-        "data_commit": _LM_DATA,
-        "claims": {"large_models.norms": "b58a5f57136e",
-                   "large_models.dyt-alpha": "257601b95c14",
-                   "large_models.time": "782da9becfda",
-                   "large_models.qk-norm": "d82256cd5bf3",
-                   "large_models.deepnorm": "08c88f7d72da"}},
+#: Where the registry lives (the path ``git show <commit>:<path>`` reads at a registration).
+REGISTRY_PATH = "layernorm_tutorial/lab/common/claims.py"
+#: The sidecar of the results files that carry no ``claims`` stamp of their own, and the first
+#: run of each claim's stored seeds (a data file, not this source: editing a threshold here
+#: and its hash there is two edits, and ``tests/test_claims_git.py`` checks the threshold
+#: against the registration commit).
+JUDGED_PATH = _REPO / "book" / "data" / "claims_judged.json"
+_JUDGED_DOC = json.loads(JUDGED_PATH.read_text(encoding="utf-8"))
+#: ``{results file: {"data_commit": [commit, ISO date], "claims": {id: hash}, "machine",
+#: "note"}}``: the definitions the results files were judged under, from
+#: :data:`JUDGED_PATH`.
+JUDGED: dict[str, dict] = _JUDGED_DOC["results"]
+#: ``{claim id: {"commit", "date", "file", "what"}}``: the first committed run of the seeds
+#: the claim's stored (earlier) results use.
+FIRST_DATA: dict[str, dict] = _JUDGED_DOC["first_data"]
+
+#: Registrations made before this registry existed (``Claim.registered`` earlier than the
+#: registry's first commit): where the threshold (and the metric parameters) lived at that
+#: commit, as ``(path, {field: constant name})``; a field is ``threshold`` or a name of
+#: :attr:`Claim.parameters`. ``tests/test_claims_git.py`` reads each constant with
+#: ``git show <commit>:<path>``. Later registrations are read from :data:`REGISTRY_PATH`.
+_EV_ANALYSIS = "layernorm_tutorial/lab/evidence/analysis.py"
+LEGACY_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
+    "evidence.1.small-batch": (_EV_ANALYSIS, {"threshold": "ACCURACY_THRESHOLD"}),
+    "evidence.1.large-batch": (_EV_ANALYSIS, {"threshold": "ACCURACY_THRESHOLD"}),
+    "evidence.2.rnn": (_EV_ANALYSIS, {"threshold": "ACCURACY_THRESHOLD"}),
+    "evidence.3.ln-does-not-converge": (_EV_ANALYSIS, {
+        "threshold": "ACCURACY_THRESHOLD", "converged_train_acc": "CONVERGED_TRAIN_ACC"}),
+    "evidence.3.bn-beats": (_EV_ANALYSIS, {"threshold": "ACCURACY_THRESHOLD"}),
+    "evidence.4.bn-regularizes": (_EV_ANALYSIS, {"threshold": "GAP_THRESHOLD"}),
+    "evidence.5.ln-speed": (_EV_ANALYSIS, {
+        "threshold": "SPEED_THRESHOLD", "validation_accuracy_level": "CONVERGENCE_THRESHOLD"}),
+    "evidence.5.rates": (_EV_ANALYSIS, {
+        "threshold": "RATE_THRESHOLD", "good_rate_tolerance": "GOOD_RATE_TOLERANCE"}),
+    "evidence.6.bn-init": (_EV_ANALYSIS, {"threshold": "ACCURACY_THRESHOLD"}),
+    "evidence.7.combining": (_EV_ANALYSIS, {"threshold": "ACCURACY_THRESHOLD"}),
+    "principles.ln-vs-he": ("layernorm_tutorial/lab/principles/ln_vs_he.py",
+                            {"threshold": "THRESHOLD"}),
+    "rnn.race": ("layernorm_tutorial/lab/rnn/race.py", {"threshold": "THRESHOLD"}),
+    "residual.warm-up": ("layernorm_tutorial/lab/residual/sweep.py", {"threshold": "THRESHOLD"}),
+    "residual.depth": ("layernorm_tutorial/lab/residual/sweep.py", {"threshold": "THRESHOLD"}),
+    "large_models.norms": ("layernorm_tutorial/lab/large_models/comparisons.py",
+                           {"threshold": "ACCURACY_THRESHOLD"}),
+    "large_models.dyt-alpha": ("layernorm_tutorial/lab/large_models/comparisons.py",
+                               {"threshold": "ACCURACY_THRESHOLD"}),
+    "large_models.time": ("layernorm_tutorial/lab/large_models/comparisons.py",
+                          {"threshold": "TIME_THRESHOLD"}),
+    "large_models.deepnorm": ("book/large_models.ipynb", {"threshold": "DEEP_THRESHOLD"}),
 }
+#: ``(commit, ISO date)`` of the commit that registered :data:`CONFIRMATIONS` (all of
+#: them, before any confirmatory run started), in :data:`REGISTRY_PATH`.
+CONFIRMATIONS_REGISTERED = ("6001863", "2026-11-28T13:29:47+00:00")
+
 
 #: Thresholds that did not demonstrably precede their data (verdict audit, item 4).
 DISCLOSURES: tuple[str, ...] = (
@@ -460,45 +474,101 @@ def registration(claim_id: str) -> tuple[str, str] | None:
     return c.registered or _git_first_commit(claim_id)
 
 
+def _short(iso: str) -> str:
+    return iso[:16].replace("T", " ")
+
+
+def confirmation_note(claim_id: str, doc: dict) -> str:
+    """The registration line of a confirmatory results file: ``confirmatory: registered
+    2026-11-28 13:29 (6001863), runs started 2026-11-28 13:31 (a5f1181) on fresh seeds
+    101-105: registered first`` (``registered after the runs started`` otherwise)."""
+    c = confirmation(claim_id)
+    commit, reg_date = CONFIRMATIONS_REGISTERED
+    started = doc.get("started") or {}
+    if not started.get("date"):
+        raise KeyError(f"confirmatory results of {claim_id!r} record no start date")
+    order = ("registered first" if reg_date < started["date"]
+             else "registered after the runs started")
+    seeds = f"{c.seeds[0]}-{c.seeds[-1]}" if list(c.seeds) == list(
+        range(c.seeds[0], c.seeds[-1] + 1)) else ", ".join(map(str, c.seeds))
+    return (f"confirmatory: registered {_short(reg_date)} ({commit}), runs started "
+            f"{_short(started['date'])} ({str(started.get('commit') or '?')[:7]}) on fresh "
+            f"seeds {seeds}: {order}")
+
+
 def registration_note(claim_id: str, doc: dict) -> str:
-    """``registered 2026-11-25 13:49 (8ac62eb), results 2026-11-25 14:37 (4ca9504):
-    registered first`` -- or ``registered with the data`` (same commit), or ``registered
-    after the data``."""
+    """``registered 2026-11-25 13:49 (8ac62eb), results 2026-11-26 09:23 (e7da47b): <order>``.
+
+    The order compares the registration with the **first** run of the seeds the results use
+    (:data:`FIRST_DATA`), not with a later re-run of them:
+
+    - ``registered with the data``: the registration is the commit of that first run;
+    - ``registered after the first run of these seeds (<commit>, <date>)``;
+    - ``registered before the first run's commit (<commit>), not demonstrably before its
+      runs``: the first run recorded no start time;
+    - ``registered first``: the runs recorded a start time after the registration (a
+      confirmatory file, :func:`confirmation_note`, which is returned for such a file).
+    """
     c = claim(claim_id)
+    if doc.get("confirmatory"):
+        return confirmation_note(claim_id, doc)
     reg = registration(claim_id)
     res_date, res_src = results_date(doc, c.results)
-
-    def short(iso: str) -> str:
-        return iso[:16].replace("T", " ")
-
     if c.exploratory:
-        return (f"exploratory: chosen after the results ({short(res_date)}, {res_src}) "
+        return (f"exploratory: chosen after the results ({_short(res_date)}, {res_src}) "
                 f"were seen")
     if reg is None:
-        return f"registration not recorded, results {short(res_date)} ({res_src})"
+        return f"registration not recorded, results {_short(res_date)} ({res_src})"
     commit, reg_date = reg
-    if commit == res_src:
+    first = FIRST_DATA.get(claim_id)
+    if first is None:
+        raise KeyError(f"claim {claim_id!r} has no first run recorded in {JUDGED_PATH.name}")
+    if commit == first["commit"]:
         order = "registered with the data"
-    elif reg_date < res_date:
-        order = "registered first"
+        if res_src != commit:
+            order += f" (its first run, {first['commit']})"
+    elif reg_date > first["date"]:
+        order = (f"registered after the first run of these seeds ({first['commit']}, "
+                 f"{_short(first['date'])})")
     else:
-        order = "registered after the data"
-    return f"registered {short(reg_date)} ({commit}), results {short(res_date)} ({res_src}): " \
+        order = (f"registered before the first run's commit ({first['commit']}), not "
+                 "demonstrably before its runs")
+    return f"registered {_short(reg_date)} ({commit}), results {_short(res_date)} ({res_src}): " \
            f"{order}"
 
 
-def judge(claim_id: str, claimed, baseline, *, setting: str = "", **overrides) -> Verdict:
-    """:func:`~.verdict.paired_verdict` with the registered threshold, direction and label
-    (``overrides``: ``threshold`` for a claim whose threshold scales with a setting, e.g. a
-    step budget)."""
+#: Units whose threshold is a fraction of a per-setting budget: :func:`judge` scales it by
+#: the ``budget`` the caller passes (the registered scaling rule, not an override).
+BUDGET_UNITS = ("fraction of the step budget",)
+
+
+def judge(claim_id: str, claimed, baseline, *, setting: str = "", budget: float | None = None,
+          threshold: float | None = None) -> Verdict:
+    """:func:`~.verdict.paired_verdict` with the registered threshold, direction and label.
+
+    ``budget``: for a claim whose unit is a fraction of a budget (:data:`BUDGET_UNITS`, e.g.
+    steps to a level), the budget in the metric's unit; the threshold is then
+    ``registered fraction * budget``. ``threshold``: any other threshold is not the
+    registered one, so the verdict is marked exploratory (it prints as such and leaves
+    the chapter's Holm family); tests and sensitivity checks only."""
     c = claim(claim_id)
     if c.kind != "paired":
         raise ValueError(f"claim {claim_id!r} is a {c.kind} claim: use judge_ladder")
-    kw = {"threshold": c.threshold, "higher_is_better": c.higher_is_better}
-    kw.update(overrides)
+    scaled = c.unit in BUDGET_UNITS
+    if budget is not None:
+        if not scaled:
+            raise ValueError(f"budget is only for claims in {BUDGET_UNITS}; {claim_id!r} is "
+                             f"in {c.unit!r}")
+        if not budget > 0:
+            raise ValueError(f"budget must be positive, got {budget!r}")
+    elif scaled and threshold is None:
+        raise ValueError(f"claim {claim_id!r}: its threshold is a {c.unit}; pass budget=")
+    registered = c.threshold * budget if budget is not None else c.threshold
+    exploratory = c.exploratory or (threshold is not None and threshold != registered)
     label = f"{c.statement}, {setting}" if setting else c.statement
-    return paired_verdict(claimed, baseline, claim=label, claim_id=claim_id,
-                          exploratory=c.exploratory, **kw)
+    return paired_verdict(claimed, baseline, threshold=registered if threshold is None
+                          else threshold, higher_is_better=c.higher_is_better, claim=label,
+                          claim_id=claim_id, exploratory=exploratory)
 
 
 def judge_ladder(claim_id: str, claimed, baseline, *, setting: str = "") -> LadderVerdict:

@@ -321,7 +321,7 @@ def verdict_rows(doc: dict) -> list[dict]:
         claim = "5. LN speeds up convergence (vs none)"
         v = claims.judge("evidence.5.ln-speed",
                          *paired_values(doc, exp, "ln", "none", 32, "steps_to_90"),
-                         threshold=SPEED_THRESHOLD * budget)
+                         budget=budget)
         v = Verdict(**{**v.__dict__, "claim": claim})
         rows.append(_row(claim, f"{name}, batch 32: steps to 90 % val. acc. "
                          f"(budget {budget})", v, "steps", fig_curves))
