@@ -1,4 +1,5 @@
-"""The drill checkers never tell a reader the wrong thing (issue 12, items 9-11).
+"""The drill checkers never tell a reader the wrong thing (issue 12, items 9-11), and name
+the common slips (issue 41, item 5: the RMSNorm and LayerNorm drills).
 
 * Every mistake in the checkers' tables, fed to its checker as a reader's answer, is
   diagnosed with its own words (and no other mistake's).
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from layernorm_tutorial import numpy_ref
+from layernorm_tutorial.lab.interview import rms_norm_exercises as rms_drill
 from layernorm_tutorial.lab.ln_vs_bn import exercises as bn_drill
 from layernorm_tutorial.lab.norm_family import group_norm_exercises as gn_drill
 from layernorm_tutorial.lab.principles import exercises as ln_drill
@@ -317,3 +319,169 @@ def test_correct_running_statistics_written_differently_pass():
                      bn_drill.reference_running_update, float32_update, by_torch_module):
         result = bn_drill.check_running_statistics(solution)
         assert result.passed, (solution, result.message)
+
+
+# --------------------------------------------------------------------------- RMSNorm drill
+# Each common slip, written by hand the way a reader writes it (not taken from the checker's
+# own table of mistake models), gets its own diagnosis instead of a generic "differs".
+def _rms_backward(x, gamma, dout, r):
+    xhat, g = x / r, dout * gamma
+    lead = tuple(range(x.ndim - 1))
+    dx = (g - xhat * (g * xhat).mean(-1, keepdims=True)) / r
+    return dx, (dout * xhat).sum(axis=lead)
+
+
+def _rms(x, eps):
+    return np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+
+
+def _mean_not_mean_square(x, gamma, dout, eps):
+    r = np.sqrt(x.mean(axis=-1, keepdims=True) + eps)          # forgot to square
+    return (gamma * x / r, *_rms_backward(x, gamma, dout, _rms(x, eps)))
+
+
+def _hard_coded_axis_1(x, gamma, dout, eps):
+    r = np.sqrt((x * x).mean(axis=1, keepdims=True) + eps)     # right for 2-D input only
+    return (gamma * x / r, *_rms_backward(x, gamma, dout, _rms(x, eps)))
+
+
+def _sum_not_mean_in_backward(x, gamma, dout, eps):
+    r = _rms(x, eps)
+    g = dout * gamma
+    dx = g / r - x * (g * x).sum(-1, keepdims=True) / r ** 3   # the 1/H of dr/dx is lost
+    return gamma * x / r, dx, (dout * x / r).sum(axis=tuple(range(x.ndim - 1)))
+
+
+def _factor_two_in_backward(x, gamma, dout, eps):
+    r = _rms(x, eps)
+    g = dout * gamma
+    dr = 2 * x / (x.shape[-1] * r)                              # d(x**2) without the 1/2
+    dx = g / r - (g * x).sum(-1, keepdims=True) * dr / r ** 2
+    return gamma * x / r, dx, (dout * x / r).sum(axis=tuple(range(x.ndim - 1)))
+
+
+def _no_keepdims(x, gamma, dout, eps):
+    r = np.sqrt((x * x).mean(axis=-1) + eps)                   # (N,) cannot divide (N, H)
+    return (gamma * x / r, *_rms_backward(x, gamma, dout, _rms(x, eps)))
+
+
+def _eps_only_in_forward(x, gamma, dout, eps):
+    y = gamma * x / _rms(x, eps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dx, dgamma = _rms_backward(x, gamma, dout, _rms(x, 0.0))
+    return y, dx, dgamma
+
+
+def _dgamma_with_x(x, gamma, dout, eps):
+    y, dx, _ = rms_drill.rms_norm_reference(x, gamma, dout, eps)
+    return y, dx, (dout * x).sum(axis=tuple(range(x.ndim - 1)))
+
+
+@pytest.mark.parametrize(("reader", "words"), [
+    (_mean_not_mean_square, "takes the mean of x, not of its squares"),
+    (_hard_coded_axis_1, "hard-coded axis=1"),
+    (_sum_not_mean_in_backward, "a missing 1/H"),
+    (_factor_two_in_backward, "factor 2 in the RMS derivative"),
+    (_no_keepdims, "keepdims=True"),
+    (_eps_only_in_forward, "leaves eps out of r in the backward"),
+    (_dgamma_with_x, "dgamma uses x instead of x_hat"),
+], ids=["mean-of-x", "axis-1", "sum-for-mean", "factor-2", "no-keepdims-2d", "eps-backward",
+        "dgamma-x"])
+def test_each_common_rms_norm_slip_gets_its_own_diagnosis(reader, words):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = rms_drill.check_rms_norm(reader)
+    assert not result.passed
+    assert words in result.message, result.message
+    assert "differs from torch" not in result.message, result.message
+
+
+def test_the_keepdims_hint_shows_on_the_first_two_dimensional_case():
+    """The old checker hinted at keepdims only for 3-D inputs, after the 2-D case raised."""
+    result = rms_drill.check_rms_norm(_no_keepdims)
+    assert "on a (6, 7) batch" in result.message and "broadcast" in result.message
+    assert "keepdims=True" in result.message
+
+
+def _rms_closed_form_r3(x, gamma, dout, eps):
+    r = _rms(x, eps)
+    g = dout * gamma
+    dx = g / r - x * (g * x).sum(-1, keepdims=True) / (x.shape[-1] * r ** 3)
+    flat = (dout * x / r).reshape(-1, x.shape[-1])
+    return gamma * x / r, dx, flat.sum(0)
+
+
+def _rms_einsum(x, gamma, dout, eps):
+    h = x.shape[-1]
+    x2 = x.reshape(-1, h)
+    r = np.sqrt(np.einsum("nh,nh->n", x2, x2) / h + eps)[:, None]
+    xhat, g = x2 / r, dout.reshape(-1, h) * gamma
+    dx = (g - xhat * np.einsum("nh,nh->n", g, xhat)[:, None] / h) / r
+    return ((gamma * xhat).reshape(x.shape), dx.reshape(x.shape),
+            np.einsum("nh,nh->h", dout.reshape(-1, h), xhat))
+
+
+def _rms_autograd(x, gamma, dout, eps):
+    xt = torch.tensor(x, requires_grad=True)
+    gt = torch.tensor(gamma, requires_grad=True)
+    y = gt * xt * torch.rsqrt(xt.pow(2).mean(-1, keepdim=True) + eps)
+    y.backward(torch.tensor(dout))
+    return y.detach(), xt.grad, gt.grad                         # tensors, not arrays
+
+
+def _rms_float32(x, gamma, dout, eps):
+    outs = rms_drill.rms_norm_reference(x.astype(np.float32), gamma.astype(np.float32),
+                                        dout.astype(np.float32), np.float32(eps))
+    return tuple(np.asarray(o, np.float32) for o in outs)
+
+
+@pytest.mark.parametrize("reader", [rms_drill.rms_norm_reference, _rms_closed_form_r3,
+                                    _rms_einsum, _rms_autograd, _rms_float32],
+                         ids=["reference", "r-cubed", "einsum", "autograd", "float32"])
+def test_correct_rms_norms_written_differently_still_pass(reader):
+    result = rms_drill.check_rms_norm(reader)
+    assert result.passed, result.message
+
+
+# --------------------------------------------------------------------------- LN slips by hand
+def _ln_forward(x, gamma, beta, eps):
+    return numpy_ref.layer_norm_forward(x, gamma, beta, eps)[0], (x, gamma, eps)
+
+
+def _ln_backward_with(bad):
+    def backward(dout, cache):
+        x, gamma, eps = cache
+        mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        rstd = 1 / np.sqrt(var + eps)
+        xhat, g = (x - mean) * rstd, dout * gamma
+        lead = tuple(range(x.ndim - 1))
+        return bad(g, xhat, rstd, x.shape[-1]), (dout * xhat).sum(lead), dout.sum(lead)
+    return backward
+
+
+def _ln_no_keepdims(x, gamma, beta, eps):
+    mean, var = x.mean(-1), x.var(-1)                           # (N,) against (N, D)
+    return gamma * (x - mean) / np.sqrt(var + eps) + beta, None
+
+
+def _ln_axis_1(x, gamma, beta, eps):
+    mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+    return gamma * (x - mean) / np.sqrt(var + eps) + beta, None
+
+
+@pytest.mark.parametrize(("forward", "backward", "words"), [
+    (_ln_forward, _ln_backward_with(
+        lambda g, xhat, rstd, d: rstd * (g - g.sum(-1, keepdims=True)
+                                         - xhat * (g * xhat).sum(-1, keepdims=True))),
+     "a missing 1/D"),
+    (_ln_forward, _ln_backward_with(
+        lambda g, xhat, rstd, d: rstd * (g - g.mean(-1, keepdims=True)
+                                         - 2 * xhat * (g * xhat).mean(-1, keepdims=True))),
+     "factor 2 in the variance path"),
+    (_ln_no_keepdims, None, "keepdims=True"),
+    (_ln_axis_1, None, "use axis=-1, not axis=1"),
+], ids=["sum-for-mean", "factor-2", "no-keepdims-2d", "axis-1"])
+def test_each_common_layer_norm_slip_gets_its_own_diagnosis(forward, backward, words):
+    result = ln_drill.check_layer_norm(forward, backward)
+    assert not result.passed
+    assert words in result.message, result.message
+    assert "differs from" not in result.message, result.message

@@ -16,7 +16,9 @@ The drill: write ``rms_norm(x, gamma, dout, eps) -> (y, dx, dgamma)`` for ``x`` 
 a mean over the last axis. :func:`check_rms_norm` compares the three outputs with
 ``torch.nn.functional.rms_norm`` and autograd in float64 on several cases and, on failure,
 names the classic mistake that explains the output (LayerNorm's centring, the L2 norm for
-the RMS, eps outside the root, the RMS treated as a constant in the backward, ...).
+the RMS, the mean of x for the mean of its squares, eps outside the root, a hard-coded axis,
+the RMS treated as a constant in the backward, a sum for a mean or a factor 2 in its
+derivative, a lost ``keepdims``, ...).
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ def _forward_mistakes(x, gamma, eps) -> dict[str, np.ndarray]:
     """Outputs of RMSNorm programs with one classic mistake each."""
     ms = (x * x).mean(-1, keepdims=True)
     centred = x - x.mean(-1, keepdims=True)
+
+    def over(axes):                 # the right formula with the mean square over ``axes``
+        return gamma * x / np.sqrt((x * x).mean(axes, keepdims=True) + eps)
+
     out = {
         "the mean is subtracted (that is LayerNorm); RMSNorm divides x itself by the RMS":
             gamma * centred / np.sqrt((centred ** 2).mean(-1, keepdims=True) + eps),
@@ -79,14 +85,23 @@ def _forward_mistakes(x, gamma, eps) -> dict[str, np.ndarray]:
         "square root is missing: divide by sqrt(mean(x**2) + eps)": gamma * x / (ms + eps),
         "divides by the mean absolute value; use sqrt(mean(x**2) + eps)":
             gamma * x / (np.abs(x).mean(-1, keepdims=True) + eps),
+        "takes the root of the mean absolute value, sqrt(mean(|x|) + eps); square first: "
+        "sqrt(mean(x**2) + eps)": gamma * x / np.sqrt(np.abs(x).mean(-1, keepdims=True) + eps),
         "gamma is not applied: y = gamma * x / rms": x / np.sqrt(ms + eps),
+        "one RMS for the whole tensor; take one per row: mean over axis=-1 with "
+        "keepdims=True": over(tuple(range(x.ndim))),
     }
     with np.errstate(divide="ignore", invalid="ignore"):
         out["eps is missing: divide by sqrt(mean(x**2) + eps)"] = gamma * x / np.sqrt(ms)
+        out["takes the mean of x, not of its squares: the RMS is sqrt(mean(x**2) + eps), "
+            "not sqrt(mean(x) + eps)"] = \
+            gamma * x / np.sqrt(x.mean(-1, keepdims=True) + eps)
     if x.ndim >= 2:
-        ms0 = (x * x).mean(0, keepdims=True)
         out["the mean square is taken over axis 0 (across the batch); RMSNorm reduces over "
-            "the last axis, one RMS per row"] = gamma * x / np.sqrt(ms0 + eps)
+            "the last axis, one RMS per row"] = over(0)
+    if x.ndim >= 3:
+        out["the mean square is taken over a hard-coded axis=1; for a (B, T, H) input "
+            "RMSNorm reduces over the last axis only: use axis=-1"] = over(1)
     for fixed in _HARD_CODED_EPS:
         if fixed != eps:
             out[f"the eps argument is ignored (eps={fixed:g} is hard-coded): use the eps "
@@ -100,6 +115,10 @@ def _backward_mistakes(x, gamma, dout, eps) -> dict[str, dict[str, np.ndarray]]:
     xhat, g = x / r, dout * gamma
     lead = tuple(range(x.ndim - 1))
     gx = (g * xhat).mean(-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r0 = np.sqrt((x * x).mean(-1, keepdims=True))
+        no_eps = (g - x / r0 * (g * x / r0).mean(-1, keepdims=True)) / r0
+        dgamma_no_eps = (dout * x / r0).sum(lead)
     return {
         "dx": {
             "dx treats the RMS as a constant (dx = dout*gamma/rms); r depends on x, which "
@@ -110,9 +129,20 @@ def _backward_mistakes(x, gamma, dout, eps) -> dict[str, dict[str, np.ndarray]]:
             "dx ignores gamma: the upstream gradient of x_hat is dout*gamma, not dout":
                 (dout - xhat * (dout * xhat).mean(-1, keepdims=True)) / r,
             "dx is not divided by rms = sqrt(mean(x**2) + eps)": g - xhat * gx,
+            "dx sums g*x_hat over the row where it should average (a missing 1/H): "
+            "dr/dx_j = x_j / (H r), so the term is -x_hat*mean(g*x_hat)":
+                (g - xhat * (g * xhat).sum(-1, keepdims=True)) / r,
+            "dx has a factor 2 in the RMS derivative: dr/dx_j = x_j / (H r), the 2 of "
+            "d(x**2) cancels the 1/2 of the square root": (g - 2 * xhat * gx) / r,
+            "dx leaves eps out of r in the backward; use the forward's r = "
+            "sqrt(mean(x**2) + eps)": no_eps,
         },
         "dgamma": {"dgamma must be sum(dout * x_hat) over all axes but the last, not "
-                   "sum(dout)": dout.sum(lead)},
+                   "sum(dout)": dout.sum(lead),
+                   "dgamma uses x instead of x_hat: sum(dout * x / rms) over all axes but the "
+                   "last": (dout * x).sum(lead),
+                   "dgamma leaves eps out of r in the backward; use the forward's r = "
+                   "sqrt(mean(x**2) + eps)": dgamma_no_eps},
     }
 
 
@@ -130,6 +160,16 @@ def _cases(rng):
     zero[1] = 0.0
     cases.append(("a row of zeros", zero, 1e-6))
     return cases
+
+
+def _raise_hint(exc: Exception, x: np.ndarray) -> str:
+    """A hint for an exception raised by the reader's code on input ``x``."""
+    if isinstance(exc, ValueError) and "broadcast" in str(exc):
+        return (" (hint: the mean square lost its axis; keep it with "
+                "mean(axis=-1, keepdims=True) so it broadcasts against x)")
+    if x.ndim == 3:
+        return " (hint: write the code for any number of leading axes: axis=-1)"
+    return ""
 
 
 def _failure(results, where: str) -> CheckResult:
@@ -160,7 +200,7 @@ def check_rms_norm(fn: Callable, *, seed: int = 0) -> CheckResult:
         try:
             result = fn(x.copy(), gamma.copy(), dout.copy(), eps)
         except Exception as exc:  # the reader's code may fail in any way
-            hint = " (hint: reduce over axis=-1 with keepdims=True)" if x.ndim == 3 else ""
+            hint = _raise_hint(exc, x)
             return CheckResult(False, f"raised {type(exc).__name__}: {exc} on {name}{hint}")
         outputs = reader_tuple(result, fn, 3, "the triple (y, dx, dgamma)")
         backward = _backward_mistakes(x, gamma, dout, eps)

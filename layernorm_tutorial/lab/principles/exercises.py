@@ -122,6 +122,13 @@ def _backward_mistakes(x, gamma, eps, dout) -> dict[str, dict[str, np.ndarray]]:
                 rstd * (dout - dout.mean(-1, keepdims=True)
                         - xhat * (dout * xhat).mean(-1, keepdims=True)),
             "dx is not multiplied by rstd = 1/sqrt(var + eps)": g - g_mean - xhat * gx_mean,
+            "dx sums over the row where it should average (a missing 1/D): the terms are "
+            "-mean(g) and -x_hat*mean(g*x_hat)":
+                rstd * (g - g.sum(-1, keepdims=True)
+                        - xhat * (g * xhat).sum(-1, keepdims=True)),
+            "dx has a factor 2 in the variance path: dsigma/dx_j = (x_j - mu) / (D sigma), "
+            "the 2 of d(x**2) cancels the 1/2 of the square root":
+                rstd * (g - g_mean - 2 * xhat * gx_mean),
         },
         "dgamma": {"dgamma must be sum(dout * x_hat) over all axes but the last, not "
                    "sum(dout)": dout.sum(lead)},
