@@ -13,6 +13,8 @@ STYLE = Path(__file__).resolve().parents[1] / "locales" / "zh_CN" / "STYLE.md"
 
 def test_every_word_of_the_method_has_a_chinese_term():
     assert set(CHINESE_WORDS) == set(verdict.WORDS)
+    # one term per word: the lesser words are not the full ones
+    assert len(set(CHINESE_WORDS.values())) == len(verdict.WORDS)
 
 
 def test_the_house_terms_are_the_style_guides():
@@ -27,6 +29,12 @@ def test_the_house_terms_are_the_style_guides():
     ("too small to matter: +0.01 [-0.02, +0.03], n = 8",
      "小到可忽略：+0.01 [-0.02, +0.03], n = 8"),
     ("exploratory, holds: +15.0 pts", "exploratory, 成立：+15.0 个百分点"),
+    ("direction shown: +0.10 nats [+0.08, +0.13], n = 5",
+     "方向成立：+0.10 nats [+0.08, +0.13], n = 5"),
+    ("† reverse shown: -2.4 pts [-4.4, -0.4], n = 5",
+     "† 反向成立：-2.4 个百分点 [-4.4, -0.4], n = 5"),
+    ("direction shown: ratio in (1, 10), 95% (1, 33), n = 8",
+     "方向成立：比值在 (1, 10), 95% (1, 33), n = 8"),
     ("not shown: ratio in (1, 10), 95% (0, inf), n = 5 (too few seeds for a ladder)",
      "未证实：比值在 (1, 10), 95% (0, inf), n = 5 （随机种子太少，阶梯无法判定）"),
 ])

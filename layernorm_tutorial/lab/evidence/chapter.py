@@ -298,7 +298,7 @@ def threshold_change_all(verdicts: ChapterVerdicts, old: float = 0.005) -> list[
         v = r["verdict"]
         if not hasattr(v, "differences") or not math.isclose(v.threshold, 0.01):
             continue
-        word = decide(v.low, v.high, v.effect, v.effect, old)
+        word = decide(v.low, v.high, old)
         if word != v.word:
             out.append(f"{r['claim']}, {r['setting']}: {v.word} -> {word} "
                        f"({analysis.verdict_cell(v).split(': ', 1)[1]})")

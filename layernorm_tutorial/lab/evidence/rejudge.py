@@ -1,21 +1,28 @@
-"""Every stored verdict of the book, judged by the first verdict rule and by the second.
+"""Every stored verdict of the book, judged by each version of the verdict rule.
 
-The first rule (until issue 34): *holds* when the interval lies above 0 and the mean reaches
-the threshold; *contradicted* when the interval lies below 0 (no threshold); *not shown*
-otherwise; learning-rate ladders were judged by a t interval on the log rates. The second rule
-is :mod:`layernorm_tutorial.lab.common.verdict` (symmetric words, *too small to matter*,
-interval-censored ladders). :func:`rejudge_all` recomputes both from the results files as they
-were committed with their data (``claims.JUDGED``), so the list describes the verdicts the
-chapters printed, and ``python -m layernorm_tutorial.lab.evidence.rejudge`` stores it in
-``book/data/evidence_rejudged.json`` for the evidence chapter.
+- **v1** (until issue 34): *holds* when the interval lies above 0 and the mean reaches the
+  threshold; *contradicted* when the interval lies below 0 (no threshold); *not shown*
+  otherwise; learning-rate ladders judged by a t interval on the log rung values; no marks.
+- **v2** (issues 34 to 42): symmetric words and *too small to matter*; *holds* when the
+  interval lies above 0 and the estimate reaches the threshold (ladders: the median's lower
+  bound), ladders interval-censored; Holm marks, *holds* and *contradicted* tested against 0.
+- **v3** (issue 42, :mod:`layernorm_tutorial.lab.common.verdict`): the word follows the
+  interval alone (*holds* needs ``L >= delta``; *direction shown* and *reverse shown* where
+  the interval excludes 0 but not the threshold); each word's own test; Bonferroni marks.
+
+The verdicts are the ones the chapters print now, from the results files in ``book/data``
+as they are (re-runs included), computed by the chapters' own lab functions: each chapter's
+family, its exploratory results and its replications on a second numerics path (those two
+are outside the family and carry no mark). ``python -m layernorm_tutorial.lab.evidence.rejudge``
+stores the list in ``book/data/evidence_rejudged.json`` for the evidence chapter.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import math
-import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -23,36 +30,52 @@ import numpy as np
 from layernorm_tutorial.lab.common import claims
 from layernorm_tutorial.lab.common.stored_results import (
     BOOK_DATA,
+    load_results,
     output_path_from_args,
     provenance,
     save_results,
 )
 from layernorm_tutorial.lab.common.verdict import (
+    CONTRADICTED,
+    HOLDS,
+    METHOD_VERSION,
+    NOT_SHOWN,
+    TOO_SMALL,
     LadderVerdict,
     Verdict,
-    holm,
-    ladder_verdict,
+    family_marks,
+    holm_adjusted,
     paired_verdict,
-    rung_bounds,
+    sign_test_p,
+    t_p_values,
 )
 
-__all__ = ["v1_word", "v1_verdict", "rejudge_evidence", "rejudge_principles", "rejudge_rnn",
-           "rejudge_residual", "rejudge_large_models", "rejudge_all", "with_holm", "changed",
-           "load_rejudged", "changed_table",
-           "COMMITTED_PATH", "COMMAND"]
+__all__ = ["VERSIONS", "v1_word", "v1_verdict", "v2_word", "v2_judgement", "rejudge_evidence",
+           "rejudge_principles", "rejudge_rnn", "rejudge_residual", "rejudge_large_models",
+           "rejudge_all", "with_marks", "changed", "load_rejudged", "changed_table",
+           "count_table", "SOURCES", "COMMITTED_PATH", "COMMAND"]
 
 COMMITTED_PATH = BOOK_DATA / "evidence_rejudged.json"
 COMMAND = "python -m layernorm_tutorial.lab.evidence.rejudge"
+VERSIONS = ("v1", "v2", "v3")
+#: The results files the verdicts are computed from (hashed into the stored list).
+SOURCES = ("evidence_results.json", "evidence_side_results.json",
+           "evidence_live_checks.json", "principles_ln_vs_he.json",
+           "principles_ln_vs_he_replication.json", "rnn_race.json", "rnn_paths.json",
+           "residual_runs.json", "residual_paths.json", "large_models_results.json")
+
+
+# ---- the earlier rules ---------------------------------------------------------------------
 
 
 def v1_word(low: float, high: float, mean: float, threshold: float) -> str:
     """The first rule: holds (low > 0 and mean >= threshold), contradicted (high < 0),
     not shown."""
     if low > 0 and mean >= threshold:
-        return "holds"
+        return HOLDS
     if high < 0:
-        return "contradicted"
-    return "not shown"
+        return CONTRADICTED
+    return NOT_SHOWN
 
 
 def v1_verdict(claimed, baseline, threshold: float, higher_is_better: bool = True) -> Verdict:
@@ -62,238 +85,307 @@ def v1_verdict(claimed, baseline, threshold: float, higher_is_better: bool = Tru
     return Verdict(**{**v.__dict__, "word": v1_word(v.low, v.high, v.effect, threshold)})
 
 
-def _item(chapter: str, claim_id: str, setting: str, old: Verdict, new, fmt: dict) -> dict:
-    return {"chapter": chapter, "claim_id": claim_id, "setting": setting,
-            "old": old.word, "old_text": old.text(**fmt), "new": new.word,
-            "new_text": new.text(**fmt), "changed": old.word != new.word,
-            "p": new.p, "exploratory": new.exploratory, "_verdict": new}
+def v2_word(low: float, high: float, estimate_low: float, estimate_high: float,
+            threshold: float) -> str:
+    """The second rule: holds (``L > 0`` and the estimate, known to lie in ``[estimate_low,
+    estimate_high]``, at least delta), contradicted (the mirror), too small to matter
+    (``-delta < L`` and ``H < delta``), not shown."""
+    if low > 0 and estimate_low >= threshold:
+        return HOLDS
+    if high < 0 and estimate_high <= -threshold:
+        return CONTRADICTED
+    if -threshold < low and high < threshold:
+        return TOO_SMALL
+    return NOT_SHOWN
 
+
+def v2_judgement(v: Verdict | LadderVerdict) -> tuple[str, float]:
+    """``(word, p)`` of the second rule for a verdict of the current one (same data, same
+    interval): the p behind holds and contradicted was the test of zero."""
+    if isinstance(v, LadderVerdict):
+        tiny = math.ulp(1.0)
+        word = v2_word(tiny if v.low == 0 else v.low, -tiny if v.high == 0 else v.high,
+                       v.median_low, v.median_high, v.threshold)
+        lo = np.array([b[0] for b in v.bounds])
+        hi = np.array([b[1] for b in v.bounds])
+        p_zero = sign_test_p(max(int((lo >= 0).sum()), int((hi <= 0).sum())), v.n)
+        p_eq = max(sign_test_p(int((hi <= v.threshold).sum()), v.n),
+                   sign_test_p(int((lo >= -v.threshold).sum()), v.n))
+    else:
+        word = v2_word(v.low, v.high, v.effect, v.effect, v.threshold)
+        p = t_p_values(v.differences, v.threshold)
+        p_zero, p_eq = p["zero"], p["equivalence"]
+    if word in (HOLDS, CONTRADICTED):
+        return word, p_zero
+    return word, (p_eq if word == TOO_SMALL else min(p_zero, p_eq))
+
+
+# ---- one item per verdict --------------------------------------------------------------------
 
 _PTS = {"digits": 1, "scale": 100, "unit": " pts"}
+_NATS = {"digits": 2, "unit": " nats"}
+_LADDER = {"digits": 2}
 
 
-def _paired(chapter, claim_id, setting, a, b, fmt=_PTS, threshold=None):
-    c = claims.claim(claim_id)
-    t = c.threshold if threshold is None else threshold
-    old = v1_verdict(a, b, t, c.higher_is_better)
-    new = paired_verdict(a, b, threshold=t, higher_is_better=c.higher_is_better,
-                         claim_id=claim_id, exploratory=c.exploratory)
-    return _item(chapter, claim_id, setting, old, new, fmt)
+def _item(chapter: str, setting: str, v: Verdict | LadderVerdict, fmt: dict,
+          v1: Verdict | None = None, family: bool = True) -> dict:
+    """One verdict under the three rules. ``v``: the current (v3) verdict; ``v1``: the first
+    rule's verdict where its interval differs (ladders: a t interval on log rung values);
+    ``family``: whether the verdict belongs to its chapter's family (replications and
+    exploratory results do not)."""
+    if v1 is None:
+        v1 = Verdict(**{**v.__dict__, "word": v1_word(v.low, v.high, v.effect, v.threshold)})
+        v1_text = v1.text(**fmt)
+    else:
+        v1_text = v1.text(fmt.get("digits", 2), unit=fmt.get("unit", ""))
+    word2, p2 = v2_judgement(v)
+    text3 = v.text(**fmt)
+    head = "exploratory, " if v.exploratory else ""
+    return {"chapter": chapter, "claim_id": v.claim_id, "setting": setting,
+            "family": family and not v.exploratory, "exploratory": v.exploratory,
+            "v1": v1.word, "v1_text": v1_text,
+            "v2": word2, "v2_text": head + word2 + text3[len(head) + len(v.word):],
+            "v3": v.word, "v3_text": text3, "v2_p": p2, "v3_p": v.p, "_verdict": v}
 
 
-def _ladder(chapter, claim_id, setting, old_a, old_b, bounds_a, bounds_b, base):
-    """A ladder row: the first rule's t verdict on log rung values, the second's
-    interval-censored verdict on the rung bounds."""
-    c = claims.claim(claim_id)
-    log = (lambda x: np.log2(x)) if base == 2 else (lambda x: np.log10(x))
-    old = v1_verdict(log(np.asarray(old_a)), log(np.asarray(old_b)), c.threshold)
-    new: LadderVerdict = ladder_verdict(bounds_a, bounds_b, threshold=c.threshold, base=base,
-                                        claim_id=claim_id)
-    item = _item(chapter, claim_id, setting, old, new, {"digits": 2})
-    item["old_text"] = old.text(2, unit=" log2" if base == 2 else " decades")
-    return item
+def _ladder_v1(points_a, points_b, threshold: float, base: float) -> Verdict:
+    """The first rule on ladders: a t verdict on the log rung values."""
+    log = np.log2 if base == 2 else np.log10
+    return v1_verdict(log(np.asarray(points_a, float)), log(np.asarray(points_b, float)),
+                      threshold)
 
 
-def rejudge_evidence(doc: dict, side: dict) -> list[dict]:
-    """Every verdict the evidence chapter printed (table rows, claim 7's third comparison,
-    the batch-256 split comparison, the per-digit breakdown; the recalibrated-BN row came from
-    live re-runs and is not in a stored file)."""
+def rejudge_evidence(doc: dict, side: dict, live: dict | None = None) -> list[dict]:
+    """Every verdict the evidence chapter prints: the 32 rows of its table (the family),
+    then the exploratory ones (BN against LN in speed, the recalibrated BN when ``live``
+    is given, the batch-256 validation split and the per-digit breakdown)."""
     from layernorm_tutorial.lab.evidence import analysis, side_experiments
+    from layernorm_tutorial.lab.evidence.results import find_runs
 
     out = []
     for r in analysis.verdict_rows(doc):
         v = r["verdict"]
+        setting = f"{r['claim']}: {r['setting']}"
         if isinstance(v, LadderVerdict):
             exp = "lr_range_" + r["setting"][:3].lower()
             norm = "ln" if r["claim"].startswith("5. LN") else "bn"
             field = "largest_good" if "largest" in r["setting"] else "failure"
             a, b = (analysis.rate_range(doc, exp, n) for n in (norm, "none"))
-            out.append(_ladder("evidence", v.claim_id, f"{r['claim']}: {r['setting']}",
-                               getattr(a, field), getattr(b, field),
-                               analysis.rate_bounds(a, field), analysis.rate_bounds(b, field),
-                               2))
+            old = _ladder_v1(getattr(a, field), getattr(b, field), v.threshold, 2)
+            out.append(_item("evidence", setting, v, _LADDER, v1=old))
             continue
-        d = np.asarray(v.differences)
-        kind = "steps" if "steps" in r["setting"] else "pts"
-        fmt = {"digits": 0, "unit": " steps"} if kind == "steps" else _PTS
-        old = Verdict(**{**v.__dict__, "word": v1_word(v.low, v.high, v.effect, v.threshold)})
-        out.append(_item("evidence", v.claim_id, f"{r['claim']}: {r['setting']}", old, v, fmt))
-        assert np.allclose(d, v.differences)
+        steps = "steps" in r["setting"]
+        out.append(_item("evidence", setting, v,
+                         {"digits": 0, "unit": " steps"} if steps else _PTS))
     init = side_experiments.init_scale_result(side)
     combo = side_experiments.combination_result(side)
     for r in analysis.side_verdict_rows(init, combo):
-        v = r["verdict"]
-        old = Verdict(**{**v.__dict__, "word": v1_word(v.low, v.high, v.effect, v.threshold)})
-        out.append(_item("evidence", v.claim_id, f"{r['claim']}: {r['setting']}", old, v, _PTS))
+        out.append(_item("evidence", f"{r['claim']}: {r['setting']}", r["verdict"], _PTS))
+    for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN")):
+        budget = find_runs(doc, exp, "ln", 32)[0]["steps"]
+        a, b = analysis.paired_values(doc, exp, "bn", "ln", 32, "steps_to_90")
+        v = claims.judge("evidence.x.bn-vs-ln-speed", a, b, budget=budget)
+        out.append(_item("evidence", f"BN faster than LN, {name}, batch 32", v,
+                         {"digits": 0, "unit": " steps"}))
+    if live is not None:
+        recal = np.array(live["checks"]["reruns"]["paths"]["native"]["recalibrated"])
+        ln = analysis.values(find_runs(doc, "mlp_batch_size", "ln", 256), "test_acc")
+        out.append(_item("evidence", "MLP, batch 256, recalibrated BN vs LN",
+                         claims.judge("evidence.x.recalibrated-bn", recal, ln), _PTS))
     a, b = analysis.paired_values(doc, "mlp_batch_size", "bn", "ln", 256, "val_acc")
-    out.append(_paired("evidence", "evidence.x.batch-256-splits",
-                       "MLP, batch 256, BN vs LN, validation", a, b))
+    out.append(_item("evidence", "MLP, batch 256, BN vs LN, validation",
+                     claims.judge("evidence.x.batch-256-splits", a, b), _PTS))
     for split in ("val", "test"):
         for c, v in enumerate(analysis.per_class_verdicts(doc, "mlp_batch_size", "bn", "ln",
                                                           256, split)):
-            old = Verdict(**{**v.__dict__,
-                             "word": v1_word(v.low, v.high, v.effect, v.threshold)})
-            out.append(_item("evidence", "evidence.x.per-digit",
-                             f"MLP, batch 256, BN vs LN, digit {c} ({split})", old, v, _PTS))
+            out.append(_item("evidence", f"MLP, batch 256, BN vs LN, digit {c} ({split})",
+                             v, _PTS))
     return out
 
 
-def rejudge_principles(doc: dict) -> list[dict]:
+def rejudge_principles(doc: dict, replication: dict | None = None) -> list[dict]:
+    """The principles chapter's one verdict, and its replication on a second path."""
+    from layernorm_tutorial.lab.principles import ln_vs_he
+
+    v = ln_vs_he.verdict_from_document(doc)
     first, second = doc["arms"]
-    return [_paired("principles", "principles.ln-vs-he", f"{first} vs {second}",
-                    doc["accuracy"][first], doc["accuracy"][second])]
-
-
-def rejudge_rnn(doc: dict, key: str = "test_accuracy") -> list[dict]:
-    """The 24 verdicts of the RNN race (4 comparisons x 6 epochs) on the stored held-out
-    accuracy."""
-    pairs = (("LN-LSTM", "LSTM"), ("LN-LSTM", "BN-LSTM"), ("LN-RNN", "RNN"),
-             ("LN-RNN", "BN-RNN"))
-    runs = sorted((r for r in doc["runs"] if r["role"] == "reported"), key=lambda r: r["seed"])
-    out = []
-    for epoch in range(1, len(runs[0][key]) + 1):
-        table: dict[str, list] = {}
-        for r in runs:
-            table.setdefault(r["arm"], []).append(r[key][epoch - 1])
-        for a, b in pairs:
-            out.append(_paired("rnn", "rnn.race", f"{a} beats {b}, epoch {epoch}",
-                               table[a], table[b]))
+    out = [_item("principles", f"{first} vs {second}", v, _PTS)]
+    if replication is not None:
+        rep = ln_vs_he.replication_from_documents(doc, replication)
+        out.append(_item("principles", f"{first} vs {second}, path {rep.path}",
+                         rep.replicated, _PTS, family=False))
     return out
 
 
-def rejudge_residual(doc: dict) -> list[dict]:
-    def final(arr, layers, schedule):
-        runs = sorted((r for r in doc["runs"] if r["arrangement"] == arr
-                       and r["layers"] == layers and r["schedule"] == schedule),
-                      key=lambda r: r["seed"])
-        return np.array([np.mean(r["loss"][-5:]) for r in runs])
+def rejudge_rnn(doc: dict, paths_doc: dict | None = None) -> list[dict]:
+    """The 24 verdicts of the RNN race (4 comparisons x 6 epochs), then the replicated
+    verdicts (epochs 1 and 6) on the second path."""
+    from layernorm_tutorial.lab.rnn import paths, race
 
-    nats = {"digits": 2, "unit": " nats"}
     out = []
-    for arr in ("post-LN", "pre-LN"):
-        for other in ("no warm-up", "constant, warm-up's mean rate",
-                      "constant, warm-up's first rate"):
-            out.append(_paired("residual", "residual.warm-up",
-                               f"{arr}: warm-up beats {other}", final(arr, 12, "warm-up"),
-                               final(arr, 12, other), nats))
-    for layers in (6, 12, 24):
-        out.append(_paired("residual", "residual.depth",
-                           f"pre-LN beats post-LN, {layers} blocks",
-                           final("pre-LN", layers, "no warm-up"),
-                           final("post-LN", layers, "no warm-up"), nats))
+    for epoch in range(1, race.doc_epochs(doc) + 1):
+        for (a, b), v in race.verdicts(doc, epoch).items():
+            out.append(_item("rnn", f"{a} beats {b}, epoch {epoch}", v, _PTS))
+    if paths_doc is not None:
+        for r in paths.replication_table(doc, paths_doc):
+            a, b = r["pair"]
+            out.append(_item("rnn", f"{a} beats {b}, epoch {r['epoch']}, second path",
+                             r["replicated"], _PTS, family=False))
+    return out
+
+
+def rejudge_residual(doc: dict, paths_doc: dict | None = None) -> list[dict]:
+    """The 9 verdicts of the residual chapter (6 schedules, 3 depths), then their
+    replications on the second path."""
+    from layernorm_tutorial.lab.residual import paths, sweep
+
+    out = [_item("residual", label, v, _NATS) for label, v in sweep.all_verdicts(doc).items()]
+    if paths_doc is not None:
+        out += [_item("residual", f"{r['label']}, second path", r["replicated"], _NATS,
+                      family=False) for r in paths.replication_table(doc, paths_doc)]
     return out
 
 
 def rejudge_large_models(doc: dict) -> list[dict]:
+    """The 13 verdicts of the large-models chapter's table, computed as its cells do, then
+    the QK-norm ladder on the second path."""
+    from layernorm_tutorial.lab.large_models import page
+    from layernorm_tutorial.lab.large_models.sweep import summarize_sweep
+
     out = []
-    main = doc["comparisons"]["main"]["accuracy"]
-    for arm in ("rmsnorm", "dyt"):
-        out.append(_paired("large_models", "large_models.norms", f"{arm} vs layernorm",
-                           main[arm], main["layernorm"]))
-    alpha = doc["comparisons"]["alpha"]["accuracy"]
+    for arm, v in page.norm_verdicts(doc["comparisons"]["main"]).items():
+        out.append(_item("large_models", f"{arm} vs layernorm", v, _PTS))
+    alpha = {a: np.array(x) for a, x in doc["comparisons"]["alpha"]["accuracy"].items()}
     for a in alpha:
         if a != "0.5":
-            out.append(_paired("large_models", "large_models.dyt-alpha",
-                               f"alpha_init 0.5 vs {a}", alpha["0.5"], alpha[a]))
-    sec = doc["timing"]["seconds"]
-    for who in ("torch", "package"):
-        ln, rms = np.array(sec[f"{who} layer_norm"]), np.array(sec[f"{who} rms_norm"])
-        out.append(_paired("large_models", "large_models.time",
-                           f"{who} rms_norm faster than layer_norm (relative time)",
-                           rms / ln, np.ones_like(ln), {"digits": 2}))
-    qk = doc["qk_norm"]
-    lrs = qk["settings"]["lrs"]
-    n = len(qk["settings"]["seeds"])
+            v = claims.judge("large_models.dyt-alpha", alpha["0.5"], alpha[a], setting=f"vs {a}")
+            out.append(_item("large_models", f"alpha_init 0.5 vs {a}", v, _PTS))
+    for who, s in doc["timing"]["summary"].items():
+        ratio = np.asarray(s["ratio"])
+        v = claims.judge("large_models.time", ratio, np.ones_like(ratio), setting=who)
+        out.append(_item("large_models", f"{who} rms_norm faster than layer_norm (relative)",
+                         v, {"digits": 2}))
+    def ladder(sweep, claim_id, arm, setting, family=True):
+        floor = sweep.lrs[0] / math.sqrt(10)
 
-    def stable(arm, i):
-        last = None
-        for lr in sorted(lrs):
-            loss = qk["runs"][arm][str(lr)][i]["final_loss"]
-            if loss is None or not (math.isfinite(loss) and loss < math.log(16) - 0.05):
-                break
-            last = lr
-        return last
+        def last_stable(a):   # the first rule's point values: the last rung that trained
+            return [lo if lo > 0 else floor for lo, _ in sweep.bounds(a)]
 
-    last = {arm: [stable(arm, i) for i in range(n)] for arm in ("rmsnorm", "none")}
-    floor = lrs[0] / math.sqrt(10)
-    point = {arm: [x if x is not None else floor for x in v] for arm, v in last.items()}
-    bounds = {arm: [rung_bounds(lrs, x, "last_success") for x in v] for arm, v in last.items()}
-    out.append(_ladder("large_models", "large_models.qk-norm",
-                       "QK-norm raises the largest stable learning rate", point["rmsnorm"],
-                       point["none"], bounds["rmsnorm"], bounds["none"], 10))
-    acc = {arm: [r["accuracy"] for r in runs] for arm, runs in doc["deepnorm"]["runs"].items()}
-    for setting, a, b in (("DeepNorm vs post-LN, no warm-up", "DeepNorm", "post-LN"),
-                          ("DeepNorm vs post-LN, both with warm-up", "DeepNorm + warm-up",
-                           "post-LN + warm-up"),
-                          ("warm-up helps DeepNorm", "DeepNorm + warm-up", "DeepNorm")):
-        out.append(_paired("large_models", "large_models.deepnorm", setting, acc[a], acc[b]))
+        v = sweep.judge(claim_id, arm)
+        old = _ladder_v1(last_stable(arm), last_stable("none"), v.threshold, 10)
+        return _item("large_models", setting, v, _LADDER, v1=old, family=family)
+
+    sweep = summarize_sweep(doc["qk_norm"])
+    for claim_id, arm in (("large_models.qk-norm", "rmsnorm"),
+                          ("large_models.logit-tools", "softcap"),
+                          ("large_models.logit-tools", "zloss"),
+                          ("large_models.logit-tools", "qkclip")):
+        out.append(ladder(sweep, claim_id, arm, f"{arm} vs none (largest stable rate)"))
+    for key, v in page.deepnorm_verdicts(doc["deepnorm"]).items():
+        out.append(_item("large_models", f"DeepNorm: {key}", v, _PTS))
+    if "replication" in doc:   # the QK-norm ladder on the second path, as page.replication
+        rep = doc["replication"]
+        runs = {arm: {lr: [{"final_loss": x, "accuracy": math.nan, "max_logit": [math.nan]}
+                           for x in finals] for lr, finals in by_lr.items()}
+                for arm, by_lr in rep["final_loss"].items()}
+        settings = {**doc["qk_norm"]["settings"], "seeds": rep["kwargs"]["seeds"]}
+        again = summarize_sweep({"settings": settings, "runs": runs})
+        item = ladder(again, "large_models.qk-norm", "rmsnorm",
+                      f"rmsnorm vs none (largest stable rate), path {rep['path']}", False)
+        assert item["v3_text"] == page.replication(doc)["replicated"].text(2)
+        out.append(item)
     return out
 
 
-def _committed(name: str) -> dict:
-    """The results file ``name`` as committed with its data (``claims.JUDGED``); the working
-    copy when git is not available."""
-    commit = claims.JUDGED[name]["data_commit"][0]
-    try:
-        text = subprocess.run(["git", "show", f"{commit}:book/data/{name}"],
-                              cwd=claims._REPO, capture_output=True, text=True, check=True,
-                              timeout=60).stdout
-        return json.loads(text)
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return json.loads((BOOK_DATA / name).read_text())
-
-
-def with_holm(items: list[dict]) -> list[dict]:
-    """``holm`` added to every item: its word survives Holm's correction over its chapter's
-    confirmatory verdicts (exploratory items: ``False``)."""
-    out = []
+def with_marks(items: list[dict]) -> list[dict]:
+    """``v2_mark`` (Holm, version 2) and ``v3_mark`` (Bonferroni, version 3) added to every
+    item: its word survives the correction over its chapter's family (items outside the
+    family: ``False``)."""
+    marks: dict[int, tuple[bool, bool]] = {}
     for chapter in dict.fromkeys(i["chapter"] for i in items):
-        group = [i for i in items if i["chapter"] == chapter]
-        marks = holm([i["_verdict"] for i in group])
-        out += [{**i, "holm": m} for i, m in zip(group, marks, strict=True)]
-    return [{k: v for k, v in i.items() if k != "_verdict"} for i in out]
+        group = [k for k, i in enumerate(items) if i["chapter"] == chapter and i["family"]]
+        holm2 = holm_adjusted([items[k]["v2_p"] for k in group])
+        marks3 = family_marks([items[k]["_verdict"] for k in group])
+        for k, adj, m3 in zip(group, holm2, marks3, strict=True):
+            marks[k] = (items[k]["v2"] != NOT_SHOWN and adj <= 0.05, m3)
+    out = []
+    for k, i in enumerate(items):
+        m2, m3 = marks.get(k, (False, False))
+        out.append({**{key: x for key, x in i.items() if key != "_verdict"},
+                    "v2_mark": m2, "v3_mark": m3})
+    return out
+
+
+def _load(name: str) -> dict:
+    """A results file with the provenance header, checked by its loader."""
+    return load_results(BOOK_DATA / name)
 
 
 def rejudge_all() -> list[dict]:
-    """Every stored verdict of the book, old and new word and Holm mark (see the module
-    docstring)."""
-    return with_holm(rejudge_evidence(_committed("evidence_results.json"),
-                                      _committed("evidence_side_results.json"))
-                     + rejudge_principles(_committed("principles_ln_vs_he.json"))
-                     + rejudge_rnn(_committed("rnn_race.json"))
-                     + rejudge_residual(_committed("residual_runs.json"))
-                     + rejudge_large_models(_committed("large_models_results.json")))
+    """Every stored verdict of the book under the three rules, with the marks of v2 and v3
+    (see the module docstring)."""
+    from layernorm_tutorial.lab.evidence import live_checks, results, side_experiments
+
+    return with_marks(
+        rejudge_evidence(results.load_results(), side_experiments.load_side_results(),
+                         live_checks.load_live_checks())
+        + rejudge_principles(_load("principles_ln_vs_he.json"),
+                             _load("principles_ln_vs_he_replication.json"))
+        + rejudge_rnn(_load("rnn_race.json"), _load("rnn_paths.json"))
+        + rejudge_residual(_load("residual_runs.json"), _load("residual_paths.json"))
+        + rejudge_large_models(_load("large_models_results.json")))
 
 
-def changed(items: list[dict]) -> list[dict]:
-    """The items whose word changed."""
-    return [i for i in items if i["changed"]]
+def changed(items: list[dict], old: str = "v2", new: str = "v3") -> list[dict]:
+    """The items whose word differs between the versions ``old`` and ``new``."""
+    return [i for i in items if i[old] != i[new]]
 
 
 def load_rejudged(path=COMMITTED_PATH) -> list[dict]:
-    """The stored list (provenance header checked)."""
-    from layernorm_tutorial.lab.common.stored_results import load_results
+    """The stored list (provenance header and ``items`` checked; a broken file is one line
+    naming it and what to do)."""
+    return load_results(path, command=COMMAND, sections={"items": list})["items"]
 
-    return load_results(path)["items"]
+
+def _mark(item: dict, version: str) -> str:
+    return "† " if item.get(f"{version}_mark") else ""
 
 
-def changed_table(items: list[dict], width: int = 80) -> str:
-    """The words that changed, one entry per verdict (chapter, setting, old word, new word with
-    its interval), wrapped to ``width`` columns, then a count per chapter."""
-    import textwrap
-
+def changed_table(items: list[dict], old: str = "v2", new: str = "v3", width: int = 80,
+                  chapters=None) -> str:
+    """The words that differ between two versions, one entry per verdict (chapter, setting,
+    old word with its mark, new word with its mark and interval), wrapped to ``width``
+    columns; ``chapters``: only those."""
     lines = []
-    for i in changed(items):
-        lines += textwrap.wrap(f"{i['chapter']}: {i['setting']}", width)
-        lines += textwrap.wrap(f"{i['old']} -> {i['new_text']}", width,
-                               initial_indent="    ", subsequent_indent="      ")
-    counts = {}
-    for i in items:
-        total, moved = counts.get(i["chapter"], (0, 0))
-        counts[i["chapter"]] = (total + 1, moved + i["changed"])
-    lines.append("words changed / stored verdicts: " + ", ".join(
-        f"{c} {m}/{t}" for c, (t, m) in counts.items()))
+    for i in changed(items, old, new):
+        if chapters is not None and i["chapter"] not in chapters:
+            continue
+        where = "" if i["family"] else " [outside the family]"
+        lines += textwrap.wrap(f"{i['chapter']}: {i['setting']}{where}", width)
+        lines += textwrap.wrap(f"{_mark(i, old)}{i[old]} -> {_mark(i, new)}{i[new + '_text']}",
+                               width, initial_indent="    ", subsequent_indent="      ")
     return "\n".join(lines)
+
+
+def count_table(items: list[dict]) -> str:
+    """Per chapter: verdicts (in the family), words that change from v1 to v2 and from v2 to
+    v3, and the marked words under v2 (Holm) and v3 (Bonferroni)."""
+    rows = [f"{'chapter':<13}{'verdicts':>9}{'family':>8}{'v1->v2':>8}{'v2->v3':>8}"
+            f"{'marked v2':>11}{'marked v3':>11}"]
+    for chapter in dict.fromkeys(i["chapter"] for i in items):
+        group = [i for i in items if i["chapter"] == chapter]
+        fam = [i for i in group if i["family"]]
+        rows.append(f"{chapter:<13}{len(group):>9}{len(fam):>8}"
+                    f"{sum(i['v1'] != i['v2'] for i in group):>8}"
+                    f"{sum(i['v2'] != i['v3'] for i in group):>8}"
+                    f"{sum(i['v2_mark'] for i in fam):>11}{sum(i['v3_mark'] for i in fam):>11}")
+    return "\n".join(rows)
+
+
+def _hashes() -> dict[str, str]:
+    """The first 12 hex digits of the SHA-256 of each source file."""
+    return {name: hashlib.sha256((BOOK_DATA / name).read_bytes()).hexdigest()[:12]
+            for name in SOURCES}
 
 
 def main(argv=None) -> int:
@@ -306,14 +398,15 @@ def main(argv=None) -> int:
     path = output_path_from_args(parser, args, COMMITTED_PATH)
     start = time.perf_counter()
     items = rejudge_all()
-    data = {name: list(rec["data_commit"]) for name, rec in claims.JUDGED.items()}
-    doc = {**provenance(COMMAND, {"results_judged": data}, time.perf_counter() - start),
+    doc = {**provenance(COMMAND, {"method_version": METHOD_VERSION,
+                                  "results_judged": _hashes(),
+                                  "claims_registry": {c.id: claims.definition_hash(c.id)
+                                                      for c in claims.CLAIMS}},
+                        time.perf_counter() - start),
            "items": items}
     save_results(doc, path, overwrite=args.force)
-    moved = changed(items)
-    print(f"{len(items)} stored verdicts, {len(moved)} words changed; written to {path}")
-    for i in moved:
-        print(f"  {i['chapter']:<12} {i['setting']}: {i['old']} -> {i['new_text']}")
+    print(f"{len(items)} stored verdicts; written to {path}")
+    print(count_table(items))
     return 0
 
 

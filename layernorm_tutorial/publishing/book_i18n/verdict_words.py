@@ -18,6 +18,8 @@ CHINESE_WORDS = {
     "holds": "成立",
     "contradicted": "被否定",
     "too small to matter": "小到可忽略",
+    "direction shown": "方向成立",
+    "reverse shown": "反向成立",
     "not shown": "未证实",
 }
 
