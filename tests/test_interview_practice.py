@@ -1,0 +1,469 @@
+"""The proofs of the interview's part 3 (training in practice) that need their own code."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as TF
+from torch import nn
+
+from layernorm_tutorial import functional as LF
+from layernorm_tutorial import nn as lnn
+from layernorm_tutorial.lab.interview import batch_norm_practice as bp
+from layernorm_tutorial.lab.interview import distribution_shift as ds
+from layernorm_tutorial.lab.interview import group_standardization as gs
+from layernorm_tutorial.lab.interview import mixed_precision_casts as casts
+from layernorm_tutorial.lab.interview import norm_finetuning as ft
+from layernorm_tutorial.lab.interview import norm_testing as nt
+from layernorm_tutorial.lab.interview import normalizer_free as nf
+from layernorm_tutorial.lab.interview import sharded_batch_norm
+from layernorm_tutorial.lab.interview import training_failures as tf
+from layernorm_tutorial.lab.interview.saved_memory import layer_norm_saving_output
+
+F64 = torch.float64
+
+
+# --- training failures -------------------------------------------------------------------
+
+@pytest.mark.parametrize("variance", [0.0, 1e-6, 1e-3, 1.0, 25.0])
+@pytest.mark.parametrize("eps", [1e-5, 1e-12])
+def test_gradient_gain_is_one_over_sqrt_var_plus_eps(variance, eps):
+    gain = tf.gradient_gain(variance, eps)
+    assert gain["measured"] == pytest.approx(gain["predicted"], rel=1e-9)
+    assert gain["predicted"] == pytest.approx(1 / math.sqrt(variance + eps))
+
+
+def test_gradient_gain_agrees_with_torch_layer_norm_backward():
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(1, 16, generator=g, dtype=F64) * 1e-3 + 2).requires_grad_(True)
+    dy = torch.randn(1, 16, generator=g, dtype=F64)
+    (ours,) = torch.autograd.grad((LF.layer_norm(x, (16,)) * dy).sum(), x)
+    (theirs,) = torch.autograd.grad((TF.layer_norm(x, (16,)) * dy).sum(), x)
+    assert torch.allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="variance"):
+        tf.gradient_gain(-1.0)
+
+
+def _padded_batch():
+    x = torch.randn(4, 8, dtype=F64, generator=torch.Generator().manual_seed(0))
+    x[2] = 0.0
+    return x
+
+
+def test_find_nonfinite_names_the_norm_that_creates_a_backward_nan():
+    torch.manual_seed(0)
+    model = nn.Sequential(tf.EpsOutsideLayerNorm(8), nn.Linear(8, 8), nn.ReLU(),
+                          lnn.LayerNorm(8), nn.Linear(8, 2)).to(F64)
+    assert tf.find_nonfinite(model, _padded_batch()) == {"forward": None, "backward": "0"}
+    model[0] = lnn.LayerNorm(8).to(F64)
+    assert tf.find_nonfinite(model, _padded_batch()) == {"forward": None, "backward": None}
+    assert all(not m._forward_hooks and not m._backward_hooks for m in model.modules())
+
+
+def test_find_nonfinite_sees_a_forward_nan_and_removes_hooks_on_error():
+    model = nn.Sequential(nn.Linear(8, 8), lnn.LayerNorm(8, eps=0.0)).to(F64)
+    with torch.no_grad():
+        model[0].weight.zero_()
+        model[0].bias.fill_(1.0)                       # every row constant: 0/0 in the norm
+    assert tf.find_nonfinite(model, _padded_batch())["forward"] == "1"
+    with pytest.raises(RuntimeError):
+        tf.find_nonfinite(model, torch.ones(2, 3, dtype=F64))    # wrong width
+    assert all(not m._forward_hooks for m in model.modules())
+    with pytest.raises(TypeError, match="model"):
+        tf.find_nonfinite(lambda t: t, _padded_batch())
+
+
+def test_anomaly_mode_names_the_square_root():
+    x = _padded_batch().requires_grad_(True)
+    message = tf.anomaly_message(lambda: tf.EpsOutsideLayerNorm(8)(x).sum())
+    assert message.startswith("Function 'SqrtBackward0' returned nan values")
+    assert tf.anomaly_message(lambda: LF.layer_norm(x, (8,)).sum()) is None
+
+
+def test_eps_outside_layer_norm_is_finite_forward_and_nan_backward_on_a_constant_row():
+    x = torch.zeros(1, 5, dtype=F64, requires_grad=True)
+    y = tf.EpsOutsideLayerNorm(5)(x)
+    assert torch.equal(y, torch.zeros_like(y))
+    y.sum().backward()
+    assert torch.isnan(x.grad).all()
+
+
+def test_inplace_outcomes_depend_on_what_autograd_saved():
+    w, b = torch.ones(8, dtype=F64), torch.zeros(8, dtype=F64)
+
+    def torch_ln(t):
+        return TF.layer_norm(t, (8,), w, b)
+
+    def saving_output(t):
+        return layer_norm_saving_output(t, (8,), w + 0.5, b)
+
+    assert tf.inplace_outcome(torch_ln, "input")["status"] == "error"
+    assert tf.inplace_outcome(torch_ln, "output") == {"status": "ok", "message": "",
+                                                      "gradient_error": 0.0}
+    assert tf.inplace_outcome(saving_output, "output")["status"] == "error"
+    assert "modified by an inplace operation" in tf.inplace_outcome(torch_ln,
+                                                                    "input")["message"]
+    stashed = tf.inplace_outcome(tf.stashed_input_layer_norm, "input")
+    assert stashed["status"] == "ok" and stashed["gradient_error"] > 0.1
+    assert tf.inplace_outcome(tf.stashed_input_layer_norm, "output")["gradient_error"] < 1e-12
+    with pytest.raises(ValueError, match="where"):
+        tf.inplace_outcome(torch_ln, "weight")
+
+
+def test_stashed_layer_norm_is_correct_without_inplace_edits():
+    x = torch.randn(3, 6, dtype=F64, requires_grad=True)
+    dy = torch.randn(3, 6, dtype=F64)
+    (ours,) = torch.autograd.grad((tf.stashed_input_layer_norm(x) * dy).sum(), x)
+    (theirs,) = torch.autograd.grad((TF.layer_norm(x, (6,)) * dy).sum(), x)
+    assert torch.allclose(ours, theirs)
+
+
+def _bn_model():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(4, 8), lnn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.1),
+                          nn.Linear(8, 2)).to(F64)
+    for _ in range(5):
+        model(torch.randn(16, 4, dtype=F64))
+    return model
+
+
+def test_no_grad_does_not_stop_running_statistics_and_evaluating_restores_modes():
+    model = _bn_model()
+    assert tf.mode_dependent_modules(model) == ["1", "3"]
+    before = tf.buffers_of(model)
+    with torch.no_grad():
+        model(torch.randn(16, 4, dtype=F64) * 3 + 1)
+    assert tf.max_buffer_change(before, model) > 0.1
+    model[1].eval()                                    # a per-module choice
+    before = tf.buffers_of(model)
+    with tf.evaluating(model):
+        assert tf.mode_dependent_modules(model) == [] and not torch.is_grad_enabled()
+        model(torch.randn(16, 4, dtype=F64) * 3 + 1)
+    assert tf.max_buffer_change(before, model) == 0.0
+    assert tf.mode_dependent_modules(model, training=False) == ["1"]
+    assert tf.mode_dependent_modules(model, training=True) == ["3"]
+    model.train()                                      # undoes the per-module eval()
+    assert tf.mode_dependent_modules(model, training=False) == []
+    with pytest.raises(ValueError, match="snapshot"):
+        tf.max_buffer_change({}, model)
+
+
+# --- dtype casts in transformers' RMSNorm --------------------------------------------------
+
+def test_traced_llama_forward_upcasts_then_casts_back_before_the_weight():
+    lines = casts.traced_forward("LlamaRMSNorm")
+    body = "\n".join(lines)
+    assert "hidden_states.to(torch.float32)" in body
+    assert "return self.weight * hidden_states.to(input_dtype)" in body
+    with pytest.raises(ValueError, match="name"):
+        casts.traced_forward("NoSuchNorm")
+
+
+def test_without_upcast_fp16_rows_above_256_silently_become_zero():
+    x = (torch.randn(8, 64, generator=torch.Generator().manual_seed(0)) * 300).half()
+    w = torch.ones(64, dtype=torch.float16)
+    assert torch.equal(casts.rms_norm_without_upcast(x, w), torch.zeros_like(x))
+    ref = TF.rms_norm(x.double(), (64,), eps=1e-6)
+    assert (casts.rms_norm_without_upcast(x.double(), w.double()) - ref).abs().max() < 1e-12
+
+
+def test_cast_orders_one_rounding_vs_two():
+    errors = casts.cast_order_errors()
+    u = errors["unit_roundoff"]
+    assert u == 2.0 ** -8
+    assert errors["gemma"][0] <= u * (1 + 1e-6)
+    assert u < errors["llama"][0] <= 2 * u + u * u
+    assert errors["llama"][1] > errors["gemma"][1]
+
+
+def test_llama_output_dtype_follows_promotion():
+    assert casts.llama_output_dtype(torch.bfloat16, torch.bfloat16) == torch.bfloat16
+    assert casts.llama_output_dtype(torch.float32, torch.bfloat16) == torch.float32
+
+
+# --- how to test a norm ----------------------------------------------------------------------
+
+def test_correct_layer_norms_pass_every_check():
+    for fn in (TF.layer_norm, LF.layer_norm):
+        assert all(nt.check_layer_norm(fn).values())
+
+
+@pytest.mark.parametrize("bug, failing", [
+    (nt.unbiased_layer_norm, {"torch parity"}),
+    (nt.wrong_backward_layer_norm, {"gradcheck"}),
+    (nt.eps_outside_layer_norm, {"torch parity", "constant row"}),
+    (nt.batch_axis_layer_norm, {"torch parity", "invariances", "dx rows sum to 0"}),
+])
+def test_each_planted_bug_fails_exactly_its_checks(bug, failing):
+    result = nt.check_layer_norm(bug)
+    assert list(result) == list(nt.CHECKS)
+    assert {name for name, ok in result.items() if not ok} == failing
+
+
+def test_wrong_backward_has_the_right_forward_and_a_wrong_gradient():
+    x = torch.randn(3, 5, dtype=F64, requires_grad=True)
+    dy = torch.randn(3, 5, dtype=F64)
+    y = nt.wrong_backward_layer_norm(x, (5,))
+    assert torch.allclose(y, TF.layer_norm(x, (5,)))
+    (wrong,) = torch.autograd.grad((y * dy).sum(), x)
+    (right,) = torch.autograd.grad((TF.layer_norm(x, (5,)) * dy).sum(), x)
+    assert (wrong - right).abs().max() > 1e-3
+
+
+# --- BatchNorm in practice -------------------------------------------------------------------
+
+def test_gradient_accumulation_is_exact_for_layer_norm_and_not_for_batch_norm():
+    layer, batch = bp.accumulation_gap("layer"), bp.accumulation_gap("batch")
+    assert layer["max_gap"] < 1e-12 < 1e-2 * batch["max_grad"] < batch["max_gap"]
+    assert (batch["updates_full"], batch["updates_accumulated"]) == (1, 4)
+    assert (layer["updates_full"], layer["updates_accumulated"]) == (0, 0)
+    with pytest.raises(ValueError, match="micro_batches"):
+        bp.accumulation_gap("batch", micro_batches=5)
+    with pytest.raises(ValueError, match="norm"):
+        bp.accumulation_gap("group")
+
+
+def test_ghost_batch_norm_is_per_chunk_batch_norm_and_unsynchronized_data_parallel():
+    x = torch.randn(16, 3, 2, dtype=F64) * 2 + 1
+    w, b = torch.rand(3, dtype=F64) + 0.5, torch.randn(3, dtype=F64)
+    ghost = bp.ghost_batch_norm(x, 4, w, b)
+    expected = torch.cat([TF.batch_norm(c, None, None, w, b, training=True)
+                          for c in x.split(4)])
+    assert torch.allclose(ghost, expected, atol=1e-12)
+    flat = torch.randn(16, 3, dtype=F64)
+    assert torch.allclose(bp.ghost_batch_norm(flat, 4),
+                          sharded_batch_norm.unsynchronized_batch_norm(flat, 4), atol=1e-12)
+    assert torch.allclose(bp.ghost_batch_norm(x, 16), TF.batch_norm(x, None, None,
+                                                                    training=True), atol=1e-12)
+    with pytest.raises(ValueError, match="divide"):
+        bp.ghost_batch_norm(x, 5)
+    with pytest.raises(TypeError, match="int"):
+        bp.ghost_batch_norm(x, 4.0)
+
+
+def _renorm_inputs():
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(32, 3, 4, generator=g, dtype=F64) * 2 + 1
+    return x, torch.tensor([0.5, 1.0, 2.0], dtype=F64), torch.tensor([2.0, 4.0, 0.5],
+                                                                     dtype=F64)
+
+
+def test_batch_renorm_limits():
+    x, rm, rv = _renorm_inputs()
+    y, r, d = bp.batch_renorm(x, rm, rv, r_max=1.0, d_max=0.0)
+    assert torch.allclose(y, TF.batch_norm(x, None, None, training=True), atol=1e-12)
+    assert torch.equal(r, torch.ones(3, dtype=F64)) and torch.equal(d.abs(), torch.zeros(3,
+                                                                                  dtype=F64))
+    y, r, d = bp.batch_renorm(x, rm, rv, r_max=1e3, d_max=1e3)
+    assert torch.allclose(y, TF.batch_norm(x, rm, rv, training=False), atol=1e-12)
+    w, b = torch.rand(3, dtype=F64) + 0.5, torch.randn(3, dtype=F64)
+    y, _, _ = bp.batch_renorm(x, rm, rv, 1e3, 1e3, w, b)
+    assert torch.allclose(y, TF.batch_norm(x, rm, rv, w, b, training=False), atol=1e-12)
+
+
+def test_batch_renorm_clips_and_treats_r_and_d_as_constants():
+    x, rm, rv = _renorm_inputs()
+    _, r, d = bp.batch_renorm(x, rm, rv, r_max=1.5, d_max=0.5)
+    assert (r <= 1.5).all() and (r >= 1 / 1.5).all() and (d.abs() <= 0.5).all()
+    assert (r == 1.5).any() or (r == 1 / 1.5).any()
+    xr = x.clone().requires_grad_(True)
+    xb = x.clone().requires_grad_(True)
+    dy = torch.randn_like(x)
+    y, r, d = bp.batch_renorm(xr, rm, rv, 1.5, 0.5)
+    (g_renorm,) = torch.autograd.grad((y * dy).sum(), xr)
+    (g_bn,) = torch.autograd.grad((TF.batch_norm(xb, None, None, training=True)
+                                   * (dy * r.view(1, 3, 1))).sum(), xb)
+    assert torch.allclose(g_renorm, g_bn, atol=1e-12)
+    with pytest.raises(ValueError, match="r_max"):
+        bp.batch_renorm(x, rm, rv, 0.5, 0.0)
+
+
+@pytest.mark.parametrize("momentum, steps", [(0.1, 50), (0.1, 3), (0.3, 40)])
+def test_running_mean_lag_matches_the_closed_form(momentum, steps):
+    out = bp.drifting_running_mean(steps=steps, momentum=momentum, drift=0.05)
+    assert out["lag"] == pytest.approx(out["predicted_lag"], rel=1e-9, abs=1e-12)
+    assert out["current_mean"] == pytest.approx(0.05 * steps, rel=1e-12)
+    assert bp.predicted_ema_lag(0.1, 1.0, 10_000) == pytest.approx(9.0)
+    with pytest.raises(ValueError, match="momentum"):
+        bp.predicted_ema_lag(0.0, 1.0, 5)
+
+
+def test_recomputed_statistics_remove_the_lag():
+    out = bp.drifting_running_mean()
+    ds.reestimate_statistics(out["model"], [out["batch"]])
+    bn = out["model"][1]
+    assert bn.running_mean.item() == pytest.approx(out["current_mean"], abs=1e-12)
+    features = out["model"][0](out["batch"]).detach()
+    assert bn.running_var.item() == pytest.approx(features.var().item(), rel=1e-12)
+
+
+def test_class_sorted_batches_erase_the_class_signal_in_training_mode_only():
+    sorted_x, sorted_y = bp.class_batches(sort_by_class=True)
+    mixed_x, mixed_y = bp.class_batches(sort_by_class=False)
+    assert torch.equal(sorted_x.reshape(-1).sort().values, mixed_x.reshape(-1).sort().values)
+    assert all(len(set(b.tolist())) == 1 for b in sorted_y)
+    bn = lnn.BatchNorm1d(1).to(F64)
+    assert abs(bp.class_mean_gap(torch.stack([bn(b) for b in sorted_x]), sorted_y)) < 1e-12
+    assert bp.class_mean_gap(torch.stack([bn(b) for b in mixed_x]), mixed_y) > 1.0
+    bn.eval()
+    out_sorted = bn(sorted_x.reshape(-1, 1))
+    gap_raw = bp.class_mean_gap(sorted_x, sorted_y)
+    assert bp.class_mean_gap(out_sorted, sorted_y) == pytest.approx(gap_raw, rel=1e-12)
+    with pytest.raises(ValueError, match="batch"):
+        bp.class_batches(sort_by_class=True, batch=7)
+
+
+def test_shuffled_batch_norm_normalizes_each_key_with_another_subset():
+    g = torch.Generator().manual_seed(0)
+    keys = torch.randn(32, 4, dtype=F64)
+    normalized, device = bp.shuffled_batch_norm(keys, 4, g)
+    assert sorted(device.tolist()) == sorted((torch.arange(32) // 8).tolist())
+    for dev in range(4):                  # each key is normalized with its device's chunk
+        members = device == dev
+        expected = TF.batch_norm(keys[members], None, None, training=True)
+        assert torch.allclose(normalized[members], expected, atol=1e-12)
+    assert (device != torch.arange(32) // 8).any()
+    with pytest.raises(ValueError, match="devices"):
+        bp.shuffled_batch_norm(keys, 5, g)
+
+
+# --- group count and weight standardization ----------------------------------------------
+
+def test_group_statistics_sizes_and_noise():
+    assert gs.elements_per_statistic(2048, 32, 7, 7) == 64 * 49
+    assert gs.elements_per_statistic(2048, 2048, 7, 7) == 49
+    assert gs.variance_noise(3) == pytest.approx(1.0)
+    g = torch.Generator().manual_seed(0)
+    samples = torch.randn(20000, 49, generator=g, dtype=F64).var(1)
+    assert samples.std().item() == pytest.approx(gs.variance_noise(49), rel=0.05)
+    with pytest.raises(ValueError, match="groups"):
+        gs.elements_per_statistic(30, 4, 1, 1)
+
+
+def test_instance_norm_ignores_a_channels_scale_and_group_norm_does_not():
+    x = torch.randn(2, 8, 5, 5, dtype=F64)
+    assert gs.channel_scale_change(x, 8, 3, 10.0) < 1e-12
+    assert gs.channel_scale_change(x, 2, 3, 10.0) > 0.1
+    assert gs.channel_scale_change(x, 1, 3, 10.0) > 0.1
+    assert torch.allclose(LF.group_norm(x, 8), TF.instance_norm(x), atol=1e-12)
+    with pytest.raises(ValueError, match="factor"):
+        gs.channel_scale_change(x, 2, 0, -1.0)
+
+
+def test_weight_standardization_matches_the_readme_formula_and_is_invariant():
+    w = torch.randn(6, 3, 3, 3, dtype=F64)
+    ws = gs.weight_standardize(w)
+    std, mean = torch.std_mean(w, dim=(1, 2, 3), keepdim=True)
+    assert torch.allclose(ws, (w - mean) / (std + 1e-5))
+    assert ws.mean((1, 2, 3)).abs().max() < 1e-12
+    assert torch.allclose(gs.weight_standardize(3 * w + 2, eps=0.0),
+                          gs.weight_standardize(w, eps=0.0), atol=1e-12)
+    x = torch.randn(2, 3, 8, 8, dtype=F64)
+    assert torch.allclose(gs.ws_conv2d(x + 5.0, w), gs.ws_conv2d(x, w), atol=1e-10)
+    assert torch.allclose(gs.ws_conv2d(x, w, padding=1), TF.conv2d(x, ws, padding=1))
+    with pytest.raises(ValueError, match="shape"):
+        gs.weight_standardize(torch.ones(4))
+
+
+# --- training without normalization -------------------------------------------------------
+
+def test_zero_gamma_block_is_the_identity_and_only_the_last_bn_learns_first():
+    torch.manual_seed(0)
+    block = nf.ResidualBlock(8).to(F64)
+    x = torch.relu(torch.randn(16, 8, dtype=F64))
+    y = block(x)
+    assert torch.equal(y, x)
+    (y * torch.randn_like(y)).sum().backward()
+    grads = {n: p.grad.abs().max().item() for n, p in block.named_parameters()}
+    assert grads["bn2.weight"] > 0 and grads["bn2.bias"] > 0
+    assert all(v == 0 for n, v in grads.items() if not n.startswith("bn2"))
+    plain = nf.ResidualBlock(8, zero_init_last_gamma=False).to(F64)
+    assert (plain(x) - x).abs().max() > 0.1
+
+
+@pytest.mark.parametrize("mode, alpha, tolerance", [
+    ("none", 1.0, 0.1), ("batchnorm", 1.0, 0.05), ("scaled", 0.25, 0.05), ("scaled", 0.0, 0)])
+def test_residual_variance_follows_the_recursion(mode, alpha, tolerance):
+    measured = nf.residual_variance(16, mode, alpha)
+    predicted = nf.predicted_residual_variance(16, mode, alpha)
+    assert measured[0] == pytest.approx(1.0, rel=1e-12)
+    for m, p in zip(measured, predicted, strict=True):
+        assert m == pytest.approx(p, rel=tolerance, abs=1e-12)
+    with pytest.raises(ValueError, match="mode"):
+        nf.residual_variance(3, "layernorm")
+
+
+def test_rezero_and_layerscale_start_at_or_near_the_identity():
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, dtype=F64)
+    rezero, layerscale = nf.ReZeroBlock(8).to(F64), nf.LayerScaleBlock(8, 1e-5).to(F64)
+    assert torch.equal(rezero(x), x)
+    deviation = (layerscale(x) - x).abs().max().item()
+    assert 0 < deviation <= 1e-5 * layerscale.f(layerscale.norm(x)).abs().max().item() + 1e-18
+    (rezero(x) * torch.randn_like(x)).sum().backward()
+    assert rezero.alpha.grad.abs() > 0
+    assert all(p.grad.abs().max() == 0 for p in rezero.f.parameters())
+
+
+def test_scaled_weight_standardization_rows_and_variance():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(64, 128, generator=g, dtype=F64) * 5 + 3
+    ws = nf.scaled_weight_standardize(w)
+    assert ws.mean(1).abs().max() < 1e-12
+    assert torch.allclose(ws.pow(2).sum(1), torch.ones(64, dtype=F64))
+    gain = torch.rand(64, generator=g, dtype=F64) + 0.5
+    assert torch.allclose(nf.scaled_weight_standardize(w, gain).pow(2).sum(1), gain ** 2)
+    conv = torch.randn(8, 3, 3, 3, generator=g, dtype=F64)
+    assert torch.allclose(nf.scaled_weight_standardize(conv).pow(2).sum((1, 2, 3)),
+                          torch.ones(8, dtype=F64))
+
+
+def test_nf_stack_variance_grows_by_alpha_squared_per_block():
+    out = nf.nf_stack_variance(16, alpha=0.2)
+    assert out["predicted"][-1] == pytest.approx(1 + 16 * 0.04)
+    for m, p in zip(out["measured"], out["predicted"], strict=True):
+        assert m == pytest.approx(p, rel=0.05)
+
+
+def test_adaptive_gradient_clip_unitwise():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(4, 6, generator=g, dtype=F64)
+    scales = torch.tensor([[1e-3], [1e-2], [1.0], [10.0]], dtype=F64)
+    grad = torch.randn(4, 6, generator=g, dtype=F64) * scales
+    clipped = nf.adaptive_gradient_clip(grad, w, 0.01)
+    ratio_before = grad.norm(dim=1) / w.norm(dim=1)
+    ratio_after = clipped.norm(dim=1) / w.norm(dim=1)
+    keep = ratio_before < 0.01
+    assert torch.equal(clipped[keep], grad[keep])
+    assert torch.allclose(ratio_after[~keep], torch.full_like(ratio_after[~keep], 0.01))
+    cos = TF.cosine_similarity(clipped, grad, dim=1)
+    assert torch.allclose(cos, torch.ones(4, dtype=F64))
+    zero = nf.adaptive_gradient_clip(torch.ones(3, dtype=F64), torch.zeros(3, dtype=F64), 0.01)
+    assert zero.norm().item() == pytest.approx(0.01 * 1e-3)      # eps keeps it trainable
+    with pytest.raises(ValueError, match="shape"):
+        nf.adaptive_gradient_clip(grad, w.T, 0.01)
+
+
+# --- fine-tuning the norm parameters ---------------------------------------------------------
+
+def test_parameter_counts_and_train_only_norms():
+    model = nn.Sequential(nn.Linear(4, 4), lnn.LayerNorm(4), nn.Linear(4, 2))
+    assert ft.parameter_counts(model) == {"norm": 8, "bias": 4 + 4 + 2, "total": 20 + 8 + 10}
+    assert ft.train_only_norms(model) == ["1.weight", "1.bias"]
+    assert [n for n, p in model.named_parameters() if p.requires_grad] == ["1.weight",
+                                                                           "1.bias"]
+    assert ft.train_only_norms(model, biases=True) == ["0.bias", "1.weight", "1.bias",
+                                                       "2.bias"]
+
+
+def test_meta_bert_base_norm_share():
+    counts = ft.parameter_counts(ft.meta_model("BertModel", "BertConfig"))
+    assert counts["norm"] == (2 * 12 + 1) * 2 * 768
+    assert counts["norm"] / counts["total"] < 1e-3
+
+
+def test_zero_learning_rate_finetuning_changes_the_model_only_through_bn_statistics():
+    free = ft.zero_lr_finetune(keep_bn_eval=False)
+    frozen = ft.zero_lr_finetune(keep_bn_eval=True)
+    assert free["max_weight_change"] == 0 and frozen["max_weight_change"] == 0
+    assert free["max_output_change"] > 0.1 and frozen["max_output_change"] == 0
