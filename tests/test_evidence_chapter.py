@@ -84,3 +84,21 @@ def test_stored_live_checks_cover_every_path_and_check():
     reruns = live["checks"]["reruns"]["paths"]["native"]
     assert len(reruns["runs"]) == 11 and len(reruns["recalibrated"]) == 5
     assert np.all(np.array(reruns["recalibrated"]) > 0.5)
+
+
+def test_gapped_good_rates_finds_a_seed_that_skips_a_rung(stored):
+    from layernorm_tutorial.lab.evidence import analysis
+
+    doc, _, verdicts = stored
+    summary = analysis.rate_range(doc, "lr_range_mlp", "bn")
+    # audit F8: seed 4 is good at 0.001, 0.003 and 0.03 but not at 0.01
+    assert analysis.gapped_good_rates(summary) == [(4, (0.001, 0.003, 0.03))]
+    assert analysis.gapped_good_rates(analysis.rate_range(doc, "lr_range_rnn", "ln")) == []
+    # a synthetic seed whose good rates are contiguous is not reported
+    acc = summary.val_acc.copy()
+    acc[summary.seeds.index(4), summary.rates.index(0.01)] = acc[summary.seeds.index(4)].max()
+    fixed = analysis.RateRangeSummary(**{**summary.__dict__, "val_acc": acc})
+    assert analysis.gapped_good_rates(fixed) == []
+    _, glue = chapter.rate_table(doc, verdicts)
+    assert glue["claim5_gapped"] == "MLP BN seed 4 (0.001 0.003 0.03)"
+    assert glue["claim5_gapped_n"] == 1

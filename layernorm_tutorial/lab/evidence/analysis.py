@@ -1,14 +1,16 @@
 """From run records to numbers: per-setting summaries, paired verdicts and the verdict table.
 
-Every comparison is judged by the book's one verdict method (version 2,
+Every comparison is judged by the book's one verdict method (version 3,
 :mod:`layernorm_tutorial.lab.common.verdict`): the two arms' values on the same reported seeds
 (same split, same initialization seed) are paired, the effect is the mean paired difference
 oriented so that positive is what the claim predicts, its 95 % Student-t interval is printed
-next to the word, and the word is *holds*, *contradicted*, *too small to matter* or *not
-shown*. Learning-rate ladders are interval-censored (:func:`rate_rows`,
+next to the word, and the interval decides the word (*holds*, *contradicted*, *too small to
+matter*, *direction shown*, *reverse shown* or *not shown*). Learning-rate ladders are
+interval-censored (:func:`rate_rows`,
 :func:`~layernorm_tutorial.lab.common.verdict.ladder_verdict`). The thresholds are those of the
 claims registry (:mod:`layernorm_tutorial.lab.common.claims`, ids ``evidence.*``); the verdict
-table marks the verdicts that survive Holm's correction over the chapter (:func:`holm_rows`).
+table marks the verdicts that survive the Bonferroni correction over the chapter
+(:func:`holm_rows`, named before version 3).
 
 Summaries (:func:`summarize`) are descriptive only (mean, sd over the reported seeds).
 """
@@ -22,10 +24,10 @@ import numpy as np
 
 from layernorm_tutorial.lab.common import claims
 from layernorm_tutorial.lab.common.verdict import (
-    HOLM_MARK,
+    MARK,
     LadderVerdict,
     Verdict,
-    holm,
+    family_marks,
     paired_verdict,
     rung_bounds,
 )
@@ -37,7 +39,7 @@ __all__ = ["ACCURACY_THRESHOLD", "GAP_THRESHOLD", "SPEED_THRESHOLD", "RATE_THRES
            "Summary", "values", "summarize", "paired_values", "judge", "steps_to_accuracy",
            "steps_to_90", "RateRangeSummary", "rate_range", "batch_size_curves", "chosen_lr",
            "verdict_cell", "verdict_rows", "side_verdict_rows", "verdict_markdown",
-           "per_class_verdicts", "rate_bounds", "rate_rows", "holm_rows"]
+           "per_class_verdicts", "rate_bounds", "gapped_good_rates", "rate_rows", "holm_rows"]
 
 # ---- practical thresholds: read from the claims registry -------------------------------------
 # one percentage point of accuracy (about 4.5 test images)
@@ -219,6 +221,21 @@ def rate_range(doc: dict, experiment: str, norm: str,
                             failure)
 
 
+def gapped_good_rates(summary: RateRangeSummary, tolerance: float = GOOD_RATE_TOLERANCE
+                      ) -> list[tuple[int, tuple[float, ...]]]:
+    """The seeds whose good rates (validation accuracy within ``tolerance`` of the seed's
+    best) skip a rung of the ladder, with those rates: ``[(seed, (rate, ...)), ...]``. The
+    bracket of the largest good rate (:func:`rate_bounds`) assumes that a seed is good up to
+    a critical rate and not above it; on these seeds that assumption fails."""
+    good = summary.val_acc >= summary.best_acc[:, None] - tolerance
+    out = []
+    for seed, row in zip(summary.seeds, good, strict=True):
+        idx = np.nonzero(row)[0]
+        if idx.max() - idx.min() + 1 != idx.size:
+            out.append((seed, tuple(summary.rates[j] for j in idx)))
+    return out
+
+
 def rate_bounds(summary: RateRangeSummary, field: str) -> np.ndarray:
     """Per seed, the bounds ``(lo, hi)`` that the ladder puts on ``field``: the largest good
     rate lies in ``[rung, next rung)`` (``[top, inf)`` at the top), the failure rate in
@@ -351,10 +368,12 @@ def rate_rows(doc: dict) -> list[dict]:
 
 
 def holm_rows(rows: list[dict]) -> list[dict]:
-    """The rows with ``holm`` (``True`` when the word survives Holm's correction over the
-    confirmatory rows, the chapter's family) and ``result`` prefixed by the mark."""
-    marks = holm([r["verdict"] for r in rows])
-    return [{**r, "holm": m, "result": (f"{HOLM_MARK} " if m else "") + r["result"]}
+    """The rows with ``holm`` (``True`` when the word survives the family correction over the
+    confirmatory rows, the chapter's family: Bonferroni since verdict method v3,
+    :func:`~layernorm_tutorial.lab.common.verdict.family_marks`; the key keeps its old name)
+    and ``result`` prefixed by the mark."""
+    marks = family_marks([r["verdict"] for r in rows])
+    return [{**r, "holm": m, "result": (f"{MARK} " if m else "") + r["result"]}
             for r, m in zip(rows, marks, strict=True)]
 
 

@@ -15,7 +15,7 @@ from scipy import stats
 
 from layernorm_tutorial import nn as lnn
 from layernorm_tutorial.lab.common import claims
-from layernorm_tutorial.lab.common.verdict import decide, holm_sentence
+from layernorm_tutorial.lab.common.verdict import decide, family_sentence
 from layernorm_tutorial.lab.evidence import analysis
 from layernorm_tutorial.lab.evidence.results import find_runs
 
@@ -62,9 +62,9 @@ def test_set_se(doc: dict, accuracy: float = 0.95) -> float:
 
 
 class ChapterVerdicts:
-    """Every confirmatory verdict of the chapter, computed once, with Holm marks over the
-    whole family (main sweep and side experiments): ``rows`` (see
-    :func:`~.analysis.verdict_rows`; ``result`` carries the mark)."""
+    """Every confirmatory verdict of the chapter, computed once, with the family marks
+    (Bonferroni, verdict method v3) over the whole family (main sweep and side experiments):
+    ``rows`` (see :func:`~.analysis.verdict_rows`; ``result`` carries the mark)."""
 
     def __init__(self, doc: dict, init, combo):
         self.rows = analysis.holm_rows(analysis.verdict_rows(doc)
@@ -79,14 +79,14 @@ class ChapterVerdicts:
         raise KeyError(f"no verdict row {claim_start!r} / {setting!r}")
 
     def said(self, claim_start: str, setting: str) -> str:
-        """The word with its interval (and Holm mark) for the prose."""
+        """The word with its interval (and family mark) for the prose."""
         return self.row(claim_start, setting)["result"]
 
     def markdown(self) -> str:
         return analysis.verdict_markdown(self.rows)
 
     def holm_sentence(self) -> str:
-        return holm_sentence([r["verdict"] for r in self.rows])
+        return family_sentence([r["verdict"] for r in self.rows])
 
     def survivors(self) -> int:
         return sum(r["holm"] for r in self.rows)
@@ -96,7 +96,7 @@ class ChapterVerdicts:
         return sum(hasattr(r["verdict"], "bounds") for r in self.rows)
 
     def holm_note(self, width: int = 80) -> str:
-        """The Holm sentence, wrapped, to print under a table that shows the mark."""
+        """The family sentence (Bonferroni), wrapped, to print under a table with marks."""
         return textwrap.fill(self.holm_sentence(), width)
 
 
@@ -229,7 +229,7 @@ def exploratory_speed(doc: dict) -> tuple[str, dict]:
 def rate_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
     """Claim 5 (rates): per norm and seed the best, largest good and failure rates; then the
     ladder verdicts with the number of seeds whose bounds lie beyond a ratio of 1."""
-    lines, glue = [], {}
+    lines, glue, gaps = [], {}, []
     for exp in sorted({r["experiment"] for r in doc["range_runs"]}):
         name = exp.removeprefix("lr_range_")
         for norm in ("none", "bn", "ln"):
@@ -239,6 +239,8 @@ def rate_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
             for key, x in (("good", r.largest_good), ("fail", r.failure)):
                 glue[f"range_{name}_{norm}_{key}"] = "–".join(
                     f"{v:g}" for v in sorted({x.min(), x.max()}))
+            gaps.extend((name, norm, seed, rates)
+                        for seed, rates in analysis.gapped_good_rates(r))
     for row in verdicts.rows:
         if "allows larger" not in row["claim"]:
             continue
@@ -256,6 +258,11 @@ def rate_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
         lines.append(f"{row['setting'][:3]} {who.upper()} {kind:<4} {row['result']}")
         lines.append(f"         seeds whose ratio is surely above 1: {above}, below 1: "
                      f"{below}")
+    texts = [f"{name.upper()} {norm.upper()} seed {seed} ({' '.join(f'{x:g}' for x in rates)})"
+             for name, norm, seed, rates in gaps]
+    lines.append("good rates that skip a rung: " + ("; ".join(texts) or "none"))
+    glue["claim5_gapped"] = "; ".join(texts) or "none"
+    glue["claim5_gapped_n"] = len(gaps)
     return "\n".join(lines), glue
 
 
