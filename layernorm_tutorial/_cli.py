@@ -8,21 +8,50 @@ never silently replace a results file (the book renders some of them):
 - :func:`write_text_atomically` (and :func:`write_bytes_atomically`) write through a temporary
   file in the same folder, so an interrupted write never leaves half a file behind;
 - :func:`positive_int` is an ``argparse`` type for counts that must be at least 1.
+
+A tool must also never destroy what a reader has, nor fail far from the cause:
+
+- :func:`read_json_document` reads a stored JSON document and checks its shape; a missing,
+  empty, broken or incomplete file is one line naming the file and what to do;
+- :func:`is_book_file` tells whether a path lies in the book's ``book/data/`` (the files the
+  chapters render; a smoke run must never land there);
+- :func:`same_file` finds two path arguments that name one file (an input read and then
+  overwritten, or two outputs written over each other);
+- :func:`interruptible` ends a command on Ctrl-C with ``interrupted`` and exit status 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import os
+import sys
 import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["OutputPathError", "check_output_path", "positive_int", "write_bytes_atomically",
+__all__ = ["BOOK_DATA", "OutputPathError", "StoredFileError", "StoredFileMissing",
+           "check_output_path", "interruptible", "is_book_file", "positive_int",
+           "read_json_document", "same_file", "write_bytes_atomically",
            "write_text_atomically"]
+
+#: The book's stored results in this checkout (whatever the working directory).
+BOOK_DATA = Path(__file__).resolve().parents[1] / "book" / "data"
 
 
 class OutputPathError(ValueError):
     """An output path that cannot or may not be written; the message names the path."""
+
+
+class StoredFileError(ValueError):
+    """A stored file (results, table) that is broken or of the wrong shape; the message is
+    one line naming the file and what to do. A command turns it into ``parser.error``."""
+
+
+class StoredFileMissing(FileNotFoundError, StoredFileError):
+    """A stored file that is not there (a ``FileNotFoundError`` and a
+    :class:`StoredFileError`); the message names the file and what makes it."""
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -95,3 +124,98 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
+
+
+def is_book_file(path: str | os.PathLike) -> bool:
+    """True if ``path`` (resolved: ``..``, links, ``~``) is in the book's :data:`BOOK_DATA`."""
+    return Path(BOOK_DATA).resolve() in Path(path).expanduser().resolve().parents
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """True if the paths ``a`` and ``b`` name one file (compared once resolved)."""
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number",
+               bool: "true/false", type(None): "null"}
+
+
+def _json_type(value) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _remedy(path: Path, command: str | None, missing: bool = False) -> str:
+    """What to do about a bad stored file: restore a book file, re-run its command."""
+    fixes = ["restore it (git checkout)"] if is_book_file(path) else []
+    if command:
+        fixes.append(f"{'make it with' if missing and not fixes else 're-run'} {command}")
+    return " or ".join(fixes) or "check the path and the file"
+
+
+def read_json_document(path: str | os.PathLike, *,
+                       required: Iterable[str] | Mapping[str, type | tuple] = (),
+                       command: str | None = None, what: str = "results file") -> dict:
+    """The JSON object stored at ``path``, its shape checked before anyone uses it.
+
+    ``required``: the keys the document must hold (a mapping also gives each key's type,
+    e.g. ``{"rows": list}``). ``command`` is what makes the file; it goes into the errors.
+    Raises :class:`StoredFileMissing` (a ``FileNotFoundError``: no such file) or
+    :class:`StoredFileError` (a ``ValueError``: a folder, unreadable, not UTF-8, empty,
+    merge-conflict markers, not valid JSON, not a JSON object, a required key missing or of
+    the wrong type), each one line naming the file and what to do, e.g.
+    ``book/data/rnn_race.json: not valid JSON (line 1, column 1); restore it (git checkout)
+    or re-run python -m layernorm_tutorial.lab.rnn``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise StoredFileError(f"{path}: is a folder, expected a JSON {what}")
+    if not path.exists():
+        raise StoredFileMissing(f"{path}: no such {what}; "
+                                f"{_remedy(path, command, missing=True)}")
+    fix = _remedy(path, command)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise StoredFileError(f"{path}: cannot read it ({exc.strerror}); {fix}") from None
+    except UnicodeDecodeError:
+        raise StoredFileError(f"{path}: not UTF-8 text, so not a JSON {what}; {fix}") from None
+    if not text.strip():
+        raise StoredFileError(f"{path}: the file is empty, expected a JSON {what}; {fix}")
+    conflict = next((n for n, line in enumerate(text.splitlines(), 1)
+                     if line.startswith(("<<<<<<< ", ">>>>>>> "))), None)
+    if conflict is not None:
+        raise StoredFileError(f"{path}: holds git merge-conflict markers (line {conflict}); "
+                              f"{fix}")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise StoredFileError(f"{path}: not valid JSON (line {err.lineno}, column "
+                              f"{err.colno}); {fix}") from None
+    if not isinstance(doc, dict):
+        raise StoredFileError(f"{path}: expected a JSON object (a {what}), got a JSON "
+                              f"{_json_type(doc)}; {fix}")
+    missing = [key for key in required if key not in doc]
+    if missing:
+        raise StoredFileError(f"{path}: not a complete {what}, it lacks "
+                              f"{', '.join(missing)}; {fix}")
+    if isinstance(required, Mapping):
+        for key, kind in required.items():
+            if not isinstance(doc[key], kind):
+                expected = " or ".join(_JSON_TYPES.get(k, k.__name__) for k in
+                                       (kind if isinstance(kind, tuple) else (kind,)))
+                raise StoredFileError(f"{path}: {key} should be a JSON {expected}, got a "
+                                      f"JSON {_json_type(doc[key])}; {fix}")
+    return doc
+
+
+def interruptible(main: Callable) -> Callable:
+    """Decorate a command's ``main``: Ctrl-C (``KeyboardInterrupt``) prints ``interrupted``
+    on stderr and exits with status 130 (128 + SIGINT), instead of a traceback."""
+    @functools.wraps(main)
+    def run(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr, flush=True)
+            raise SystemExit(130) from None
+    return run
