@@ -423,7 +423,11 @@ DISCLOSURES: tuple[str, ...] = (
     "the QK-norm (0.25 decades) and DeepNorm (5 points) thresholds lived in the notebook and "
     "were committed with the results (at a 2-point threshold 'DeepNorm beats post-LN with "
     "warm-up' would have held there). Every large_models claim was registered in the claims "
-    "registry before the re-run of 2026-11-26 that the chapter now shows.",
+    "registry before the re-run of 2026-11-26 that the chapter now shows, but that re-run "
+    "repeats seeds already seen (DeepNorm's nearly identically); only the logit-tool ladder "
+    "was registered before its first run. Confirmatory runs on fresh seeds 101-105 were "
+    "registered for the norms, DyT-alpha and DeepNorm claims (6001863, 2026-11-28); the "
+    "timing and QK-norm claims have none.",
 )
 
 

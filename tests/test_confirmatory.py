@@ -1,0 +1,105 @@
+"""Confirmatory runs (layernorm_tutorial.lab.confirmatory): registered fresh seeds, their own
+results files, and the confirmatory verdict with the earlier one beside it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from layernorm_tutorial.lab.common import claims as C
+from layernorm_tutorial.lab.common.stored_results import BOOK_DATA
+from layernorm_tutorial.lab.confirmatory import runs, verdicts
+from layernorm_tutorial.lab.confirmatory.__main__ import main
+
+
+def test_every_plan_runs_the_confirmations_of_its_file_and_nothing_else():
+    covered = [cid for plan in runs.PLANS for cid in runs.plan_claims(plan)]
+    assert sorted(covered) == sorted(c.claim_id for c in C.CONFIRMATIONS)
+    for plan in runs.PLANS:
+        tuning, seeds = runs.plan_seeds(plan)
+        assert seeds == C.CONFIRMATORY_SEEDS and not set(tuning) & set(seeds)
+        assert runs.plan_path(plan).name.endswith("_confirmatory.json")
+    with pytest.raises(ValueError, match="plan must be one of"):
+        runs.plan_claims("no-such-plan")
+
+
+def test_a_plan_writes_its_seeds_stamp_and_provenance(tmp_path):
+    out = tmp_path / "res.json"
+    main(["residual", "--tiny", "--out", str(out), "--workers", "1"])
+    doc = json.loads(out.read_text())
+    assert doc["confirmatory"] is True and doc["config"]["tiny"] is True
+    assert doc["claims"] == {cid: C.confirmation_hash(cid)
+                             for cid in ("residual.warm-up", "residual.depth")}
+    assert {r["seed"] for r in doc["runs"]} == set(C.CONFIRMATORY_SEEDS)
+    assert doc["started"]["date"] <= doc["machine"]["date"]
+    assert doc["machine"]["cpu"] and doc["versions"]["torch"]
+    assert doc["command"] == "python -m layernorm_tutorial.lab.confirmatory residual --tiny"
+    with pytest.raises(SystemExit) as err:      # never replaced without --force
+        main(["residual", "--tiny", "--out", str(out)])
+    assert err.value.code == 2
+
+
+def test_the_command_refuses_an_unknown_plan_and_a_tiny_run_into_the_book(capsys):
+    with pytest.raises(SystemExit) as err:
+        main(["bogus"])
+    assert err.value.code == 2 and "PLAN must be one of" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as err:
+        main(["residual", "--tiny"])
+    assert err.value.code == 2
+
+
+def test_evidence_sweep_with_fixed_rates_needs_every_setting():
+    from layernorm_tutorial.lab.evidence import experiments as ex
+
+    exps = ex.tiny_experiments(max_steps=1)
+    with pytest.raises(KeyError, match="fixed_lr lacks"):
+        ex.run_sweep(exps, rate_ranges=(), fixed_lr={})
+
+
+def _stored(plan_file: str) -> bool:
+    return (BOOK_DATA / plan_file).exists()
+
+
+@pytest.mark.skipif(not _stored("rnn_race_confirmatory.json"), reason="rnn not run yet")
+def test_rnn_pairs_judge_the_confirmatory_file_with_the_earlier_beside():
+    from layernorm_tutorial.lab.rnn import race
+
+    conf = verdicts.load("rnn_race_confirmatory.json")
+    earlier = verdicts.load("rnn_race.json")
+    pairs = verdicts.rnn_pairs(conf, earlier)
+    assert len(pairs) == 24
+    first = pairs[0]
+    assert first.label == "LN-LSTM vs LSTM, epoch 1"
+    assert first.confirmatory == race.verdicts(conf, 1)[("LN-LSTM", "LSTM")]
+    assert first.exploratory.exploratory and not first.confirmatory.exploratory
+    assert first.exploratory.effect == race.verdicts(earlier, 1)[("LN-LSTM", "LSTM")].effect
+    assert first.exploratory_text.startswith("exploratory")
+    assert first.registration.startswith("confirmatory: registered") and \
+        first.registration.endswith("registered first")
+    text = verdicts.pairs_text(pairs[:2])
+    assert "confirmatory:" in text and "earlier run:  exploratory" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_pairs_refuse_different_comparisons_and_unconfirmed_claims():
+    v = C.judge("rnn.race", [0.5, 0.6, 0.55, 0.6, 0.5], [0.4, 0.5, 0.45, 0.5, 0.4])
+    doc = {"confirmatory": True, "started": {"date": "2030-01-01T00:00:00+00:00",
+                                             "commit": "abc"}}
+    with pytest.raises(ValueError, match="different comparisons"):
+        verdicts._pairs([("a", v)], [("b", v)], str, doc)
+    exp = C.judge("evidence.x.recalibrated-bn", [1.0] * 5, [0.9, 0.8, 0.9, 0.8, 0.85])
+    with pytest.raises(ValueError, match="exploratory"):
+        verdicts._pairs([("a", exp)], [("a", exp)], str, doc)
+    ladder = C.judge_ladder("large_models.qk-norm", [(0.3, float("inf"))] * 8,
+                            [(0.1, 0.3)] * 8)
+    with pytest.raises(KeyError, match="no registered confirmatory run"):
+        verdicts._pairs([("a", ladder)], [("a", ladder)], str, doc)
+    (pair,) = verdicts._pairs([("a", v)], [("a", v)], lambda x: x.word, doc)
+    assert pair.mark == verdicts.holm([v])[0] and pair.exploratory.exploratory
+
+
+def test_a_missing_confirmatory_file_names_the_command(monkeypatch, tmp_path):
+    monkeypatch.setattr(verdicts, "BOOK_DATA", tmp_path)
+    with pytest.raises(FileNotFoundError, match="lab.confirmatory"):
+        verdicts.load("rnn_race_confirmatory.json")
