@@ -11,11 +11,15 @@ the wall time. This module holds what those commands share:
   produced it (:func:`~layernorm_tutorial.lab.common.numerics_paths.machine_info`: CPU model,
   torch's CPU capability, MKL/oneDNN versions, threads, date, commit);
 - :func:`save_results` / :func:`load_results`: atomic write that never replaces a file unless
-  asked (``--force``), and a read that checks the header;
+  asked (``--force``), and a read that checks the header and the main sections (a broken
+  file is one line naming it and the command that remakes it, :data:`BOOK_COMMANDS`) and
+  refuses a smoke run (``"tiny": true`` in its ``config``) found in the book's folder;
 - :func:`output_path_from_args`: the ``--out``/``--force`` rule of the package's commands,
   checked before any work starts;
-- :func:`results_command`: the whole command around a run (``--out``, ``--force``,
-  ``--workers``, ``--tiny``; refuse before any work, write with provenance, print a summary);
+- :func:`results_command` (:func:`add_results_options` and :func:`run_results_command`
+  for a command with more arguments): the whole command around a run (``--out``, ``--force``,
+  ``--workers``, ``--tiny``; refuse before any work, write with provenance, print a summary;
+  a smoke run never writes the book's file, not even with ``--force``);
 - :func:`run_jobs`, :func:`default_workers`, :func:`timed`, :func:`require_known_names`: what the
   runs behind such commands share (single-threaded jobs in worker processes with a progress bar
   and the time left, wall time, names checked against a table).
@@ -30,24 +34,49 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from layernorm_tutorial._cli import (
+    BOOK_DATA,
     OutputPathError,
+    StoredFileError,
+    StoredFileMissing,
     check_output_path,
+    interruptible,
+    is_book_file,
     positive_int,
+    read_json_document,
+    same_file,
     write_text_atomically,
 )
 from layernorm_tutorial.lab.common.numerics_paths import machine_info
 
-__all__ = ["BOOK_DATA", "require_known_names", "default_workers", "load_results",
-           "output_path_from_args", "provenance", "results_command", "round_floats",
+__all__ = ["BOOK_COMMANDS", "BOOK_DATA", "require_known_names", "default_workers",
+           "add_results_options", "is_smoke_run", "load_results", "output_path_from_args",
+           "provenance", "results_command", "run_results_command", "round_floats",
            "run_jobs", "save_results", "timed"]
 
-BOOK_DATA = Path(__file__).resolve().parents[3] / "book" / "data"
 HEADER_KEYS = ("command", "versions", "config", "seconds")
+#: The command that writes each of the lab's files in ``book/data/`` (named in the errors
+#: of a loader that finds the file missing or broken).
+BOOK_COMMANDS = {
+    "evidence_results.json": "python -m layernorm_tutorial.lab.evidence",
+    "evidence_side_results.json": "python -m layernorm_tutorial.lab.evidence.side_experiments",
+    "evidence_live_checks.json": "python -m layernorm_tutorial.lab.evidence.live_checks",
+    "evidence_rejudged.json": "python -m layernorm_tutorial.lab.evidence.rejudge",
+    "large_models_results.json": "python -m layernorm_tutorial.lab.large_models",
+    "ln_vs_bn_online_paths.json": "python -m layernorm_tutorial.lab.ln_vs_bn",
+    "principles_ln_vs_he.json": "python -m layernorm_tutorial.lab.principles",
+    "principles_ln_vs_he_replication.json":
+        "python -m layernorm_tutorial.lab.principles replicate",
+    "principles_training.json": "python -m layernorm_tutorial.lab.principles training",
+    "residual_runs.json": "python -m layernorm_tutorial.lab.residual",
+    "residual_paths.json": "python -m layernorm_tutorial.lab.residual.paths",
+    "rnn_race.json": "python -m layernorm_tutorial.lab.rnn",
+    "rnn_paths.json": "python -m layernorm_tutorial.lab.rnn.paths",
+}
 
 
 def round_floats(obj, digits: int = 5):
@@ -91,17 +120,47 @@ def save_results(doc: dict, path: str | Path, *, overwrite: bool = False,
     return write_text_atomically(path, text)
 
 
-def load_results(path: str | Path) -> dict:
-    """Read a results file written by :func:`save_results`; ``FileNotFoundError`` names the
-    file and the command that makes it, ``ValueError`` a file without provenance."""
+def is_smoke_run(doc: dict) -> bool:
+    """True for a document written by a ``--tiny`` run (``"tiny": true`` in its config)."""
+    config = doc.get("config")
+    return isinstance(config, dict) and config.get("tiny") is True
+
+
+def load_results(path: str | Path, *, command: str | None = None,
+                 sections: Iterable[str] | Mapping[str, type] = ()) -> dict:
+    """Read a results file written by :func:`save_results`, its shape checked first.
+
+    ``command`` makes the file (default: the one :data:`BOOK_COMMANDS` lists for its name);
+    ``sections``: the main keys it must hold besides the provenance header (a mapping also
+    gives their types, e.g. ``{"items": list}``). Raises
+    :class:`~layernorm_tutorial._cli.StoredFileMissing` (a ``FileNotFoundError``) naming the
+    file and the command that makes it, :class:`~layernorm_tutorial._cli.StoredFileError` (a
+    ``ValueError``; one line naming the file and what to do) for a file that is not JSON, not
+    an object, lacks the header or a section, or is a smoke run (``--tiny``) found in
+    ``book/data/``.
+    """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no results file at {path}: run the command named in the "
-                                "chapter to make it")
-    doc = json.loads(path.read_text())
-    missing = [k for k in HEADER_KEYS if k not in doc]
+    command = command or BOOK_COMMANDS.get(path.name)
+    restore = "restore it (git checkout) or " if is_book_file(path) else ""
+    if not path.exists():
+        raise StoredFileMissing(f"no results file at {path}: {restore}"
+                                + (f"run {command} to make it" if command else
+                                   "run the command named in the chapter to make it"))
+    doc = read_json_document(path, command=command, what="results file")
+    fix = restore + (f"re-run {command}" if command else "re-run the command that made it")
+    missing = [k for k in (*HEADER_KEYS, *sections) if k not in doc]
     if missing:
-        raise ValueError(f"{path}: not a results file (lacks {missing})")
+        raise StoredFileError(f"{path}: not a results file (lacks {', '.join(missing)}); {fix}")
+    kinds = {"config": dict, **(sections if isinstance(sections, Mapping) else {})}
+    for key, kind in kinds.items():
+        if not isinstance(doc[key], kind):
+            raise StoredFileError(f"{path}: not a results file ({key} is a "
+                                  f"{type(doc[key]).__name__}, expected a {kind.__name__}); "
+                                  f"{fix}")
+    if is_smoke_run(doc) and is_book_file(path):
+        raise StoredFileError(f"{path}: holds a smoke run (--tiny), not the book's results; "
+                              f"{restore or 'restore it (git checkout) or '}"
+                              + (f"re-run {command}" if command else "re-run its command"))
     return doc
 
 
@@ -182,20 +241,11 @@ def require_known_names(names: Iterable, known, what: str) -> None:
             raise ValueError(f"{what} must be names from {sorted(known)}, got {name!r}")
 
 
-def results_command(argv, *, prog: str, description: str, default_out: Path, tiny_help: str,
-                    run: Callable[[argparse.Namespace], tuple[dict, str]],
-                    workers: bool = True, digits: int = 5) -> Path:
-    """The package's "run it and store the results" command.
-
-    Options: ``--out PATH`` (default ``default_out``, the book's file), ``--force`` to replace
-    an existing file, ``--workers N`` (if ``workers``; default :func:`default_workers`) and
-    ``--tiny`` (a smoke run; needs ``--out``, so it never writes the book's file). The output
-    path is checked before any work starts; then ``run(args)`` returns ``(doc, summary)``:
-    the document (with its :func:`provenance` header) and a few words on what ran. The
-    document is written with :func:`save_results` (``digits`` significant digits) and
-    ``"<summary>; results written to <path>"`` printed. Returns the path written.
-    """
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+def add_results_options(parser: argparse.ArgumentParser, *, default_out: Path | str,
+                        tiny_help: str, workers: bool = True) -> None:
+    """Add ``--out``, ``--force``, ``--workers`` (if ``workers``) and ``--tiny`` to
+    ``parser``: the options of :func:`results_command` (``default_out``: the book's file, or
+    a few words naming it)."""
     parser.add_argument("--out", type=Path, default=None,
                         help=f"results JSON path (default: {default_out})")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
@@ -203,11 +253,54 @@ def results_command(argv, *, prog: str, description: str, default_out: Path, tin
         parser.add_argument("--workers", type=positive_int, default=default_workers(),
                             help="worker processes, each single-threaded (>= 1)")
     parser.add_argument("--tiny", action="store_true", help=f"{tiny_help}; requires --out")
-    args = parser.parse_args(argv)
+
+
+def run_results_command(parser: argparse.ArgumentParser, args: argparse.Namespace, *,
+                        default_out: Path,
+                        run: Callable[[argparse.Namespace], tuple[dict, str]],
+                        digits: int = 5) -> Path:
+    """The rest of :func:`results_command` once ``args`` are parsed: refuse a bad ``--out``
+    (``parser.error``), then run, mark a smoke run, write and print the summary. A stored
+    file the run reads that is missing or broken (:class:`~layernorm_tutorial._cli.
+    StoredFileError`) ends it with that one line, exit status 2."""
     if args.tiny and args.out is None:
         parser.error("--tiny needs --out: a smoke run never writes the book's results file")
+    if args.tiny and (is_book_file(args.out) or same_file(args.out, default_out)):
+        parser.error(f"--out {args.out}: --tiny is a smoke run and never writes the book's "
+                     "results file; choose another --out")
     out = output_path_from_args(parser, args, default_out)
-    doc, summary = run(args)
+    return interruptible(_run_and_save)(parser, run, args, out, digits)
+
+
+def _run_and_save(parser: argparse.ArgumentParser, run: Callable, args: argparse.Namespace,
+                  out: Path, digits: int) -> Path:
+    try:
+        doc, summary = run(args)
+    except StoredFileError as err:  # an input file of the run is missing or broken
+        parser.error(str(err))
+    if args.tiny:  # marks a smoke run: load_results refuses it in book/data/
+        doc = {**doc, "config": {**doc["config"], "tiny": True}}
     path = save_results(doc, out, overwrite=args.force, digits=digits)
     print(f"{summary}; results written to {path.resolve()}")
     return path
+
+
+def results_command(argv, *, prog: str, description: str, default_out: Path, tiny_help: str,
+                    run: Callable[[argparse.Namespace], tuple[dict, str]],
+                    workers: bool = True, digits: int = 5) -> Path:
+    """The package's "run it and store the results" command.
+
+    Options: ``--out PATH`` (default ``default_out``, the book's file), ``--force`` to replace
+    an existing file, ``--workers N`` (if ``workers``; default :func:`default_workers`) and
+    ``--tiny`` (a smoke run; needs an ``--out`` that is neither ``default_out`` nor any file
+    in ``book/data/``, ``--force`` or not, and its document says ``"tiny": true`` in its
+    ``config``). The output path is checked before any work starts; then ``run(args)``
+    returns ``(doc, summary)``: the document (with its :func:`provenance` header) and a few
+    words on what ran. The document is written with :func:`save_results` (``digits``
+    significant digits) and ``"<summary>; results written to <path>"`` printed. Returns the
+    path written. User errors exit with status 2; Ctrl-C prints ``interrupted``, status 130.
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_results_options(parser, default_out=default_out, tiny_help=tiny_help, workers=workers)
+    args = parser.parse_args(argv)
+    return run_results_command(parser, args, default_out=default_out, run=run, digits=digits)

@@ -20,7 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from layernorm_tutorial._cli import OutputPathError, check_output_path, positive_int
+from layernorm_tutorial._cli import (
+    OutputPathError,
+    check_output_path,
+    interruptible,
+    is_book_file,
+    positive_int,
+)
 from layernorm_tutorial.lab.evidence.experiments import (
     EXPERIMENTS,
     RATE_RANGES,
@@ -35,9 +41,11 @@ TINY_PATH = Path(tempfile.gettempdir()) / "layernorm_tutorial" / "evidence_resul
 
 
 def _is_committed_file(path: Path) -> bool:
-    return path.expanduser().resolve() == COMMITTED_PATH.resolve()
+    """The book's results file, or any other file in ``book/data/``."""
+    return path.expanduser().resolve() == COMMITTED_PATH.resolve() or is_book_file(path)
 
 
+@interruptible
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.lab.evidence",
                                      description=__doc__.splitlines()[0])
@@ -70,7 +78,10 @@ def main(argv=None) -> None:
     doc = build_results(sweep, experiments, seconds, rate_ranges=ranges, workers=args.workers)
     path = save_results(doc, out, overwrite=replace)
     kind = "smoke run (not the book's results)" if args.tiny else "sweep"
-    print(f"{kind}: {sweep['trained']} runs trained in {seconds:.0f} s; results written to "
+    # The bar's total grows phase by phase (rungs and seeds are added as the sweep learns
+    # which rates win), so its first totals are not the number of runs; say so.
+    print(f"{kind}: {sweep['trained']} runs trained in {seconds:.0f} s (the progress bar's "
+          f"final count; its total grew as each phase added runs); results written to "
           f"{path.resolve()}")
 
 

@@ -165,8 +165,9 @@ def tolerance(measured: float) -> float:
 
 
 def load_live_checks(path=COMMITTED_PATH) -> dict:
-    """The stored measurement (provenance header checked)."""
-    return load_results(path)
+    """The stored measurement (provenance header and ``checks`` checked; a broken file is
+    one line naming it and what to do)."""
+    return load_results(path, command=COMMAND, sections={"checks": dict})
 
 
 def main(argv=None) -> int:

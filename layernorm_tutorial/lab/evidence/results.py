@@ -15,7 +15,13 @@ import os
 import platform
 from pathlib import Path
 
-from layernorm_tutorial._cli import write_text_atomically
+from layernorm_tutorial._cli import (
+    StoredFileError,
+    StoredFileMissing,
+    is_book_file,
+    read_json_document,
+    write_text_atomically,
+)
 from layernorm_tutorial.lab.common.stored_results import round_floats
 from layernorm_tutorial.lab.evidence.data import (
     SPLIT_SEED,
@@ -157,13 +163,22 @@ def save_results(doc: dict, path: str | Path = DEFAULT_PATH, *, overwrite: bool 
 
 
 def load_results(path: str | Path = DEFAULT_PATH) -> dict:
-    """Read and validate a results file."""
+    """Read and validate a results file; ``FileNotFoundError`` / ``ValueError`` (a broken or
+    invalid file) are one line naming the file and what to do."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(
-            f"no results file at {path}: run `python -m layernorm_tutorial.lab.evidence` first")
-    doc = json.loads(path.read_text())
-    validate_results(doc)
+        raise StoredFileMissing(
+            f"no results file at {path}: "
+            + ("restore it (git checkout) or " if is_book_file(path) else "")
+            + "run `python -m layernorm_tutorial.lab.evidence` first")
+    command = "python -m layernorm_tutorial.lab.evidence"
+    doc = read_json_document(path, command=command)
+    try:
+        validate_results(doc)
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        fix = "restore it (git checkout) or " if is_book_file(path) else ""
+        raise StoredFileError(f"{path}: not a valid results file ({type(err).__name__}: "
+                              f"{' '.join(str(err).split())}); {fix}re-run {command}") from None
     return doc
 
 

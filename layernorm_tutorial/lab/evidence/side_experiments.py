@@ -25,7 +25,15 @@ from pathlib import Path
 
 import numpy as np
 
-from layernorm_tutorial._cli import OutputPathError, check_output_path, write_text_atomically
+from layernorm_tutorial._cli import (
+    OutputPathError,
+    StoredFileError,
+    StoredFileMissing,
+    check_output_path,
+    is_book_file,
+    read_json_document,
+    write_text_atomically,
+)
 from layernorm_tutorial.lab.evidence.bn_init import InitScaleResult, init_scale_sweep
 from layernorm_tutorial.lab.evidence.combinations import CombinationResult, combination_sweep
 
@@ -63,13 +71,31 @@ def run_side_experiments() -> dict:
     }
 
 
+_SECTION_KEYS = {"init_scale": ("norms", "scales", "seeds", "accuracy"),
+                 "combinations": ("variants", "seeds", "test_acc", "train_acc")}
+
+
 def load_side_results(path: str | Path = SIDE_RESULTS_PATH) -> dict:
-    """Read the stored document; ``FileNotFoundError`` names the command that writes it."""
+    """Read the stored document, its header and both sections checked first;
+    ``FileNotFoundError`` names the command that writes it, ``ValueError`` (one line naming
+    the file and what to do) a file that is broken or lacks a part."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no side-experiment results; write them with "
-                                "`python -m layernorm_tutorial.lab.evidence.side_experiments`")
-    return json.loads(path.read_text(encoding="utf-8"))
+    command = "python -m layernorm_tutorial.lab.evidence.side_experiments"
+    if not path.exists():
+        raise StoredFileMissing(f"{path}: no side-experiment results; "
+                                + ("restore it (git checkout) or " if is_book_file(path)
+                                   else "")
+                                + f"write them with `{command}`")
+    doc = read_json_document(path, command=command, what="side-experiment results file",
+                             required={"command": str, "init_scale": dict,
+                                       "combinations": dict})
+    for section, keys in _SECTION_KEYS.items():
+        missing = [k for k in keys if k not in doc[section]]
+        if missing:
+            fix = "restore it (git checkout) or " if is_book_file(path) else ""
+            raise StoredFileError(f"{path}: {section} lacks {', '.join(missing)}; "
+                                  f"{fix}re-run {command}")
+    return doc
 
 
 def init_scale_result(doc: dict) -> InitScaleResult:

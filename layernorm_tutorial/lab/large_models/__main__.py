@@ -4,8 +4,10 @@ Options: ``--out PATH`` (default: the book's ``book/data/large_models_results.js
 ``--force`` to replace an existing file (refused otherwise, before any work starts),
 ``--workers N`` worker processes for the training runs (default: 2 on a machine with two
 cores or more), ``--sections a,b`` to compute only some sections (for a quick check; the
-book needs all), ``--update`` to keep the file's other sections. A progress bar counts the
-jobs and shows the time left; the timing section then runs alone.
+book needs all), ``--update`` to keep the file's other sections. ``--sections`` without
+``--update`` never replaces a file that holds other sections (it would drop them). A progress
+bar counts the jobs and shows the time left; the timing section then runs alone. User errors
+exit with status 2, Ctrl-C with ``interrupted`` and status 130.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from layernorm_tutorial._cli import OutputPathError, check_output_path, positive_int
+from layernorm_tutorial._cli import (
+    OutputPathError,
+    StoredFileError,
+    check_output_path,
+    interruptible,
+    positive_int,
+)
 from layernorm_tutorial.lab.common.stored_results import default_workers
 from layernorm_tutorial.lab.large_models.results import (
     COMMITTED_PATH,
@@ -24,6 +32,19 @@ from layernorm_tutorial.lab.large_models.results import (
 )
 
 
+def _sections_kept_elsewhere(path: Path, sections: list[str]) -> list[str]:
+    """The sections of the results file at ``path`` (if any, and readable) not in
+    ``sections``: what writing only ``sections`` over it would drop."""
+    if not path.is_file():
+        return []
+    try:
+        doc = load_results(path, complete=False)
+    except StoredFileError:  # a broken file: nothing in it to keep
+        return []
+    return [s for s in SECTIONS if s in doc and s not in sections]
+
+
+@interruptible
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.lab.large_models",
                                      description=__doc__.splitlines()[0])
@@ -38,8 +59,11 @@ def main(argv=None) -> None:
                         help=f"comma-separated subset of {', '.join(SECTIONS)}")
     args = parser.parse_args(argv)
     sections = None
-    if args.sections:
+    if args.sections is not None:
         sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+        if not sections:
+            parser.error(f"--sections: no section given ({args.sections!r}); expected some "
+                         f"of {', '.join(SECTIONS)}")
         unknown = [s for s in sections if s not in SECTIONS]
         if unknown:
             parser.error(f"--sections: unknown {', '.join(unknown)}; "
@@ -52,7 +76,15 @@ def main(argv=None) -> None:
     if args.update:
         if not (args.force and sections):
             parser.error("--update needs --force and --sections")
-        previous = load_results(args.out)
+        try:
+            previous = load_results(args.out, complete=False)
+        except StoredFileError as err:
+            parser.error(f"--update reads --out first: {err}")
+    elif sections:
+        dropped = _sections_kept_elsewhere(args.out, sections)
+        if dropped:
+            parser.error(f"--sections without --update would drop the other {len(dropped)} "
+                         f"sections of {args.out} ({', '.join(dropped)}); add --update")
     results = build_results(sections, workers=args.workers, previous=previous)
     path = save_results(results, args.out, overwrite=args.force)
     print(f"results written to {path.resolve()}")

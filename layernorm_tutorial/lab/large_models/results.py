@@ -21,14 +21,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from layernorm_tutorial._cli import StoredFileError, is_book_file
 from layernorm_tutorial.lab.common import stored_results
 from layernorm_tutorial.lab.common.numerics_paths import run_on_paths, spread_record
 
-__all__ = ["COMMITTED_PATH", "QK_SETTINGS", "DEEPNORM_SETTINGS", "SHAPE_SETTINGS",
+__all__ = ["COMMAND", "COMMITTED_PATH", "QK_SETTINGS", "DEEPNORM_SETTINGS", "SHAPE_SETTINGS",
            "LIVE_CHECK", "REPLICATION_PATH", "SECTIONS", "build_results", "load_results",
            "save_results"]
 
 COMMITTED_PATH = stored_results.BOOK_DATA / "large_models_results.json"
+COMMAND = "python -m layernorm_tutorial.lab.large_models"
 QK_SETTINGS = {"lrs": [1e-2, 3e-2, 1e-1, 3e-1, 1.0], "seeds": [0, 1, 2, 3, 4, 5, 6, 7],
                "steps": 150, "warmup_steps": 10,
                "arms": ["none", "rmsnorm", "softcap", "zloss", "qkclip"]}
@@ -309,6 +311,18 @@ def save_results(results: dict, path, overwrite: bool = False) -> Path:
     return stored_results.save_results(results, path, overwrite=overwrite)
 
 
-def load_results(path=COMMITTED_PATH) -> dict:
-    """Read the stored results (checks the provenance header)."""
-    return stored_results.load_results(path)
+def load_results(path=COMMITTED_PATH, *, complete: bool | None = None) -> dict:
+    """Read the stored results, the provenance header and the sections checked first.
+
+    ``complete``: every one of :data:`SECTIONS` must be there (default: for the book's file
+    in ``book/data/``; elsewhere, a file of a ``--sections`` run, at least one section).
+    ``FileNotFoundError`` / ``ValueError``: one line naming the file and what to do."""
+    doc = stored_results.load_results(path, command=COMMAND)
+    if complete is None:
+        complete = is_book_file(path)
+    missing = [name for name in SECTIONS if name not in doc]
+    if (complete and missing) or len(missing) == len(SECTIONS):
+        fix = "restore it (git checkout) or " if is_book_file(path) else ""
+        raise StoredFileError(f"{path}: lacks the section(s) {', '.join(missing)}; {fix}re-run "
+                              f"{COMMAND} (--update --force --sections ... adds them)")
+    return doc

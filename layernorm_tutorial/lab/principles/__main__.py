@@ -10,18 +10,24 @@
 - ``replicate``: the ln-vs-he reported seeds re-run on a second numerics path
   (``book/data/principles_ln_vs_he_replication.json``).
 
-Options: ``--out PATH`` (default: the book's file), ``--force`` to replace an existing file
-(without it the command refuses before any run), ``--workers N``, ``--tiny`` a seconds-long
-smoke run (needs ``--out``, never writes the book's file). A progress bar shows the jobs left.
+Options (before or after the experiment): ``--out PATH`` (default: the book's file),
+``--force`` to replace an existing file (without it the command refuses before any run),
+``--workers N``, ``--tiny`` a seconds-long smoke run (needs ``--out``, never writes the book's
+file). ``replicate`` re-runs the stored seeds in full: it has no ``--tiny`` and no
+``--workers``. A progress bar shows the jobs left.
 """
 
 from __future__ import annotations
 
+import argparse
+
 from layernorm_tutorial.lab.common.stored_results import (
+    add_results_options,
+    default_workers,
     load_results,
     provenance,
-    results_command,
     run_jobs,
+    run_results_command,
     timed,
 )
 from layernorm_tutorial.lab.principles import ln_vs_he, stored_training
@@ -96,20 +102,34 @@ def _replicate(args):
 
 
 def main(argv=None) -> None:
-    import sys
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    experiment = argv.pop(0) if argv and argv[0] in EXPERIMENTS else "ln-vs-he"
-    run, out, tiny = {
-        "ln-vs-he": (_ln_vs_he, ln_vs_he.COMMITTED_PATH, "2 layers, 1 epoch, one rate"),
-        "training": (_training, stored_training.COMMITTED_PATH,
-                     "1 epoch of every run, two numerics paths"),
-        "replicate": (_replicate, ln_vs_he.REPLICATION_PATH,
-                      "re-runs the stored seeds in full (no smaller version)"),
-    }[experiment]
-    results_command(argv, prog=f"python -m layernorm_tutorial.lab.principles {experiment}",
-                    description=__doc__.splitlines()[0], default_out=out, tiny_help=tiny,
-                    run=run, digits=9 if experiment == "training" else 5)
+    runs = {"ln-vs-he": (_ln_vs_he, ln_vs_he.COMMITTED_PATH),
+            "training": (_training, stored_training.COMMITTED_PATH),
+            "replicate": (_replicate, ln_vs_he.REPLICATION_PATH)}
+    parser = argparse.ArgumentParser(
+        prog="python -m layernorm_tutorial.lab.principles",
+        description=__doc__.splitlines()[0],
+        epilog="book files: " + "; ".join(f"{e}: {out.name}" for e, (_, out) in runs.items()))
+    parser.add_argument("experiment", nargs="?", choices=EXPERIMENTS, default="ln-vs-he",
+                        help="ln-vs-he (default): LayerNorm against He init, judged; training: "
+                             "the nine-run demonstration and the init-scale sweep on every "
+                             "numerics path; replicate: the ln-vs-he reported seeds re-run on "
+                             "a second numerics path")
+    add_results_options(parser, default_out="the experiment's file in book/data",
+                        tiny_help="smoke run (ln-vs-he: 2 layers, 1 epoch, one rate; "
+                                  "training: 1 epoch of every run, two numerics paths; "
+                                  "replicate has none)")
+    parser.set_defaults(workers=None)  # so that a --workers given to replicate is seen
+    args = parser.parse_args(argv)
+    if args.experiment == "replicate":
+        for given, flag in ((args.tiny, "--tiny"), (args.workers is not None, "--workers")):
+            if given:
+                parser.error(f"{flag}: replicate re-runs the stored seeds in full, in one "
+                             f"process on a second numerics path; it takes no {flag}")
+    if args.workers is None:
+        args.workers = default_workers()
+    run, out = runs[args.experiment]
+    run_results_command(parser, args, default_out=out, run=run,
+                        digits=9 if args.experiment == "training" else 5)
 
 
 if __name__ == "__main__":
