@@ -59,7 +59,16 @@ import torch
 from torch._functorch import config as functorch_config
 
 from . import functional, numpy_ref
-from ._cli import OutputPathError, check_output_path, positive_int, write_text_atomically
+from ._cli import (
+    BOOK_DATA,
+    OutputPathError,
+    check_output_path,
+    interruptible,
+    positive_int,
+    read_json_document,
+    same_file,
+    write_text_atomically,
+)
 
 __all__ = ["BenchReport", "COLUMNS", "CHECK_COLUMNS", "OPS", "TOLERANCE", "arithmetic_intensity",
            "bytes_moved", "bytes_per_element", "check_outputs", "compare", "format_checks",
@@ -730,19 +739,27 @@ def _run_case(report, device, op, m, n, dtype, impls, reps, runs, check, check_m
 
 def format_table(rows: Sequence[dict]) -> str:
     """The rows as an aligned text table, at most 80 characters wide: time (ms, median of
-    the runs), spread, GB/s of ideal traffic, share of the same-method copy, check."""
-    header = ("op", "impl", "shape", "dtype", "dir", "ms", "spread", "GB/s", "of copy",
-              "check")
-    lines = [header]
+    the runs), spread, GB/s of ideal traffic, share of the same-method copy, check. The op
+    (``layer_norm``, ``add_rms_norm``, ...) heads its rows, on a line of its own."""
+    header = ("impl", "shape", "dtype", "dir", "ms", "spread", "GB/s", "of copy", "check")
+    cells = [header]
     for r in rows:
-        lines.append((r["op"].replace("_norm", ""), r["implementation"], r["shape"],
-                      r["dtype"], r["direction"], f"{r['ms']:.3g}",
-                      f"{100 * r['spread']:.0f}%", f"{r['gbps']:.1f}",
+        cells.append((r["implementation"], r["shape"], r["dtype"], r["direction"],
+                      f"{r['ms']:.3g}", f"{100 * r['spread']:.0f}%", f"{r['gbps']:.1f}",
                       f"{100 * r['frac_copy']:.0f}%", r.get("check", "-")))
-    widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
-    return "\n".join(" ".join(cell.ljust(w) if i < 5 else cell.rjust(w)
-                              for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
-                     for row in lines)
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+
+    def line(row) -> str:
+        return " ".join(cell.ljust(w) if i < 4 else cell.rjust(w)
+                        for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+
+    lines, op = [line(header)], None
+    for r, row in zip(rows, cells[1:], strict=True):
+        if r["op"] != op:
+            op = r["op"]
+            lines.append(f"{op}:")
+        lines.append(line(row))
+    return "\n".join(lines)
 
 
 def format_checks(checks: Sequence[dict]) -> str:
@@ -799,10 +816,24 @@ def format_comparison(rows: Sequence[dict], copy_gbps: float,
 
 def load_stored(name: str) -> dict:
     """A benchmark table stored in the book's ``book/data/`` (``--json``): ``name`` is the
-    file name, e.g. ``"gpu_bench_h100.json"``."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with open(os.path.join(root, "book", "data", name)) as f:
-        return json.load(f)
+    file name, e.g. ``"gpu_bench_h100.json"``.
+
+    Checked before use: a benchmark or prediction file needs ``command``, ``date`` and a
+    list of ``rows``; a tuning file (``gpu_tune_*``, ``kernel_tune``) ``device`` and a list of
+    ``configs``. ``FileNotFoundError`` / ``ValueError``: one line naming the file and what to
+    do (restore it; remaking it needs a GPU).
+    """
+    if name.startswith("gpu_tune"):
+        required, command = {"device": str, "configs": list}, "python -m " \
+            "layernorm_tutorial.kernel_tune --out PATH on a GPU"
+    elif name.startswith("kernel_fused_predictions"):
+        required, command = {"command": str, "date": str, "rows": list}, "python -m " \
+            "layernorm_tutorial.roofline --table book/data/kernel_fused_resources.json --out PATH"
+    else:
+        required, command = {"command": str, "date": str, "rows": list}, "python -m " \
+            "layernorm_tutorial.bench --device cuda --json PATH on a GPU"
+    return read_json_document(BOOK_DATA / name, required=required, command=command,
+                              what="stored benchmark file")
 
 
 def target_check(rows: Sequence[dict], copy_gbps: float, *, column: str = "kernel_gbps",
@@ -897,6 +928,7 @@ def _names(choices: Sequence[str]) -> Callable[[str], list[str]]:
 _DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
+@interruptible
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.bench",
                                      description=__doc__.split("\n\n")[0])
@@ -907,8 +939,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ops", type=_names(OPS), default=None,
                         help=f"comma-separated, of {','.join(OPS)} (default: all on CUDA, "
                              "layer_norm on the CPU)")
-    parser.add_argument("--impls", type=_names(CPU_IMPLEMENTATIONS + GPU_IMPLEMENTATIONS
-                                               + ("composite",)), default=None,
+    parser.add_argument("--impls", type=_names(tuple(dict.fromkeys(
+                            CPU_IMPLEMENTATIONS + GPU_IMPLEMENTATIONS))), default=None,
                         help="comma-separated implementations (torch is always timed)")
     parser.add_argument("--dtypes", type=_names(tuple(_DTYPES)), default=None,
                         help="comma-separated, of fp16,bf16,fp32")
@@ -936,6 +968,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--ns: row lengths are planned on CUDA only (the CPU uses CPU_SHAPES)")
     if args.json and args.no_check:
         parser.error("--json: a stored run carries its correctness check; drop --no-check")
+    if args.json and same_file(args.json, args.csv or DEFAULT_CSV):
+        parser.error(f"--json {args.json}: --csv and --json name the same file; give each "
+                     "its own path")
     try:  # the default scratch file may be replaced; a path given explicitly needs --force
         csv_path = check_output_path(args.csv or DEFAULT_CSV, option="--csv",
                                      force=args.force or args.csv is None)

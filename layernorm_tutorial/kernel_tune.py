@@ -24,7 +24,7 @@ import sys
 
 import torch
 
-from ._cli import OutputPathError, check_output_path, write_text_atomically
+from ._cli import OutputPathError, check_output_path, interruptible, write_text_atomically
 
 M = 4096
 NS = (1024, 2048, 4096, 8192, 16384)
@@ -176,6 +176,7 @@ def _resident(dy, x, w, mean, rstd, dx, config) -> int:
                                   dx.stride(0), x.shape[0], n), constants, warps, x.device)
 
 
+@interruptible
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.kernel_tune",
                                      description=__doc__.split("\n\n")[0])
@@ -198,7 +199,8 @@ def main(argv=None) -> int:
     configs = sweep(dtypes=dtypes, progress=lambda m: print(m, file=sys.stderr, flush=True))
     write_text_atomically(out, json.dumps(dict(
         device=torch.cuda.get_device_name(), latency_ns=latency,
-        limits=ops.device_limits(torch.device("cuda")), m=M, configs=configs), indent=1))
+        limits=ops.device_limits(torch.device("cuda")), m=M, configs=configs), indent=1)
+        + "\n")
     best = {}
     for r in configs:
         if "graph_gbps" in r:

@@ -557,12 +557,28 @@ def main(argv=None) -> None:
     """``python -m layernorm_tutorial.roofline --table T --out P``: write the model's
     predictions for the one-source kernels (``fused_predictions`` of the compiled table
     ``T``) to ``P`` with the date, the commit and the model's assumptions, so that a later
-    GPU run is compared with what was predicted before it."""
+    GPU run is compared with what was predicted before it.
+
+    ``T`` is checked before use (a JSON object with ``versions`` and a non-empty list of
+    ``rows`` of the fused kernels) and ``P`` may not be ``T``: user errors are one line,
+    exit status 2; Ctrl-C prints ``interrupted``, status 130."""
+    from ._cli import interruptible
+
+    return interruptible(_main)(argv)
+
+
+def _main(argv=None) -> None:
     import argparse
     import datetime
     import json
 
-    from ._cli import OutputPathError, check_output_path, write_text_atomically
+    from ._cli import (
+        OutputPathError,
+        check_output_path,
+        read_json_document,
+        same_file,
+        write_text_atomically,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.roofline",
                                      description=main.__doc__.split("\n\n")[0])
@@ -571,13 +587,26 @@ def main(argv=None) -> None:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
     args = parser.parse_args(argv)
+    if same_file(args.out, args.table):
+        parser.error(f"--out {args.out}: it is the --table file, which the predictions would "
+                     "replace; choose another --out")
     try:
         out = check_output_path(args.out, force=args.force)
     except OutputPathError as err:
         parser.error(str(err))
-    with open(args.table) as f:
-        table = json.load(f)
-    rows = fused_predictions(table["rows"])
+    make = "python -m layernorm_tutorial.triton_kernels.fused_aot --out PATH"
+    try:
+        table = read_json_document(args.table, required={"versions": dict, "rows": list},
+                                   command=make, what="fused resource table")
+    except (FileNotFoundError, ValueError) as err:
+        parser.error(f"--table {err}")
+    if not table["rows"]:
+        parser.error(f"--table {args.table}: the table has no rows; make it with {make}")
+    try:
+        rows = fused_predictions(table["rows"])
+    except (KeyError, TypeError, AttributeError) as err:
+        parser.error(f"--table {args.table}: not a table of the fused kernels "
+                     f"({' '.join(str(err).strip(chr(39)).split())}); make it with {make}")
     write_text_atomically(out, json.dumps(dict(
         command=f"python -m layernorm_tutorial.roofline --table {args.table} --out {args.out}",
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -45,7 +45,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._cli import OutputPathError, check_output_path, positive_int, write_text_atomically
+from .._cli import (
+    OutputPathError,
+    check_output_path,
+    interruptible,
+    positive_int,
+    write_text_atomically,
+)
 from . import INTERPRETED, ops
 from ._interpreter import COMPILE_ONLY_FLAG
 
@@ -372,6 +378,7 @@ def versions() -> dict:
                 ptxas={t: ptxas_version(c) for t, c in TARGETS.items()})
 
 
+@interruptible
 def main(argv=None) -> None:
     """Compile the full grid and write the table; the output path is checked before any
     compilation (the shared ``_cli`` rule: a folder, an existing file without ``--force``, or

@@ -27,7 +27,14 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .._cli import OutputPathError, check_output_path, positive_int, write_text_atomically
+from .._cli import (
+    OutputPathError,
+    check_output_path,
+    interruptible,
+    positive_int,
+    read_json_document,
+    write_text_atomically,
+)
 from . import aot, fused
 
 MODULE = f"{__package__}.fused_kernels"
@@ -135,8 +142,30 @@ def compile_jobs(job_list: list[dict], workers: int = 1, cache_dir=None) -> list
     return [dict(**{k: j[k] for k in keep}, **r) for j, r in zip(job_list, rows, strict=True)]
 
 
+def _reusable(parser: argparse.ArgumentParser, out) -> dict:
+    """The existing table at ``out`` for ``--reuse``, its shape checked (``parser.error``,
+    one line, for a broken one) and its rows keyed by :func:`_job_key`."""
+    try:
+        table = read_json_document(out, required={"versions": dict, "rows": list},
+                                   command="python -m layernorm_tutorial.triton_kernels."
+                                           "fused_aot --force (without --reuse)",
+                                   what="table of compiled kernels")
+        keyed = {_job_key(r): r for r in table["rows"]}
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        text = err if isinstance(err, ValueError) else (
+            f"{out}: a row lacks {err} (not a fused_aot table); compile it again with --force "
+            "(without --reuse)")
+        parser.error(f"--reuse {text}")
+    return {"table": table, "rows": keyed}
+
+
+@interruptible
 def main(argv=None) -> None:
-    """Compile the table and write it (the output path checked first, as ``aot.main``)."""
+    """Compile the table and write it (the output path checked first, as ``aot.main``).
+
+    With ``--reuse``, the existing table is checked first (one line and exit status 2 for a
+    broken one); when every job is reused and the table would not change, it is left as it
+    was (its ``command`` and ``seconds`` describe the run that compiled it)."""
     parser = argparse.ArgumentParser(prog="python -m layernorm_tutorial.triton_kernels.fused_aot",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="JSON file to write the table to")
@@ -154,17 +183,20 @@ def main(argv=None) -> None:
     except OutputPathError as err:
         parser.error(str(err))
     job_list = jobs(args.variants)
+    existing = _reusable(parser, out) if args.reuse and out.exists() else None
     old = {}
-    if args.reuse and out.exists():
-        table = json.loads(out.read_text())
-        if table["versions"] == aot.versions():
-            old = {_job_key(r): r for r in table["rows"]}
+    if existing is not None and existing["table"]["versions"] == aot.versions():
+        old = existing["rows"]
     todo = [j for j in job_list if _job_key(j) not in old]
     start = time.perf_counter()
     fresh = iter(compile_jobs(todo, args.jobs) if todo else [])
     rows = [old[_job_key(j)] if _job_key(j) in old else next(fresh) for j in job_list]
     seconds = time.perf_counter() - start
     print(f"compiled {len(todo)}, reused {len(job_list) - len(todo)}")
+    if not todo and old and rows == existing["table"]["rows"] \
+            and existing["table"].get("variants") == args.variants:
+        print(f"nothing to compile: {out} left as it was ({len(rows)} configurations)")
+        return
     command = ("python -m layernorm_tutorial.triton_kernels.fused_aot --out " + args.out
                + ("" if args.variants == "heaviest" else " --variants all"))
     write_text_atomically(out, json.dumps(dict(

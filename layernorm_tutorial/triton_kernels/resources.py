@@ -10,10 +10,11 @@ reserved per block; registers are allocated per warp in units of 256.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
+
+from .._cli import StoredFileError, is_book_file, read_json_document
 
 SM_LIMITS = {
     "sm_80": dict(gpu="A100", registers=65536, max_warps=64, max_blocks=32,
@@ -26,15 +27,34 @@ MAX_REGISTERS_PER_THREAD = 255
 
 
 STORED_TABLE = Path(__file__).resolve().parents[2] / "book" / "data" / "kernel_resources.json"
+# What writes each table of the book (named when the file is missing or broken).
+_COMMANDS = {
+    "kernel_resources.json": "python -m layernorm_tutorial.triton_kernels.aot "
+                             "--out book/data/kernel_resources.json",
+    "kernel_fused_resources.json": "python -m layernorm_tutorial.triton_kernels.fused_aot "
+                                   "--out book/data/kernel_fused_resources.json",
+    "kernel_fused_predictions.json": "python -m layernorm_tutorial.roofline --table "
+                                     "book/data/kernel_fused_resources.json --out "
+                                     "book/data/kernel_fused_predictions.json",
+}
 
 
 def load_table(path: str | Path | None = None) -> dict:
     """The stored table: ``{"command", "versions", "rows"}`` (see ``aot.main``).
 
     ``path`` defaults to the book's ``book/data/kernel_resources.json`` in this checkout, so
-    a chapter run from any working directory finds it.
+    a chapter run from any working directory finds it. ``FileNotFoundError`` /
+    ``ValueError``: one line naming the file and what to do, for a file that is missing, not
+    JSON, not an object, without ``command`` or with no ``rows``.
     """
-    return json.loads(Path(path if path is not None else STORED_TABLE).read_text())
+    path = Path(path if path is not None else STORED_TABLE)
+    table = read_json_document(path, required={"command": str, "rows": list},
+                               command=_COMMANDS.get(path.name), what="table of compiled kernels")
+    if not table["rows"]:
+        raise StoredFileError(f"{path}: the table has no rows; "
+                         + ("restore it (git checkout)" if is_book_file(path)
+                            else "compile it again"))
+    return table
 
 
 def spill_bytes(row: dict) -> int:
