@@ -249,3 +249,21 @@ def test_recorded_registrations_match_git():
                              cwd=C._REPO, capture_output=True, text=True).stdout.split()
         assert any(h.startswith(commit) or commit.startswith(h) for h in log), (
             f"{name}: {commit} did not change the file")
+
+
+def test_the_principles_replication_is_stamped_with_its_claim(monkeypatch):
+    """Its writer records the claim it is judged under (the committed file predates this;
+    its hash is in the sidecar)."""
+    from layernorm_tutorial.lab.common import numerics_paths
+    from layernorm_tutorial.lab.principles import ln_vs_he
+
+    def fake(target, kwargs, paths, with_machine=False):
+        return {p: {"result": {"x": [1.0]}, "machine": {"cpu": "test"}} for p in paths}
+
+    monkeypatch.setattr(numerics_paths, "run_on_paths", fake)
+    doc = {"lr": {"a": 0.1}, "reported_seeds": [2], "accuracy": {"a": [0.5]},
+           "config": {"depth": 2, "epochs": 1}}
+    out = ln_vs_he.replicate(doc)
+    assert out["claims"] == {ln_vs_he.CLAIM_ID: C.definition_hash(ln_vs_he.CLAIM_ID)}
+    assert C.judged_hashes(_load("principles_ln_vs_he_replication.json"),
+                           "principles_ln_vs_he_replication.json") == out["claims"]

@@ -196,16 +196,19 @@ def replicate(doc: dict, path: str = REPLICATION_NUMERICS) -> dict:
     """Re-run the reported seeds of the stored comparison ``doc`` (both arms at their chosen
     rates) in a fresh process on the numerics path ``path``.
 
-    Returns ``{"numerics_path", "original": {"lr", "accuracy"}, "accuracy", "path_machine"}``
-    (``accuracy``: arm -> one test accuracy per reported seed on that path;
-    ``path_machine``: the child process's ``machine_info``)."""
+    Returns ``{"numerics_path", "original": {"lr", "accuracy"}, "accuracy", "path_machine",
+    "claims"}`` (``accuracy``: arm -> one test accuracy per reported seed on that path;
+    ``path_machine``: the child process's ``machine_info``; ``claims``: the hash of the
+    registered claim the replication is judged under, :func:`claims.stamp`)."""
     from layernorm_tutorial.lab.common.numerics_paths import run_on_paths
 
     kwargs = {"lr": doc["lr"], "seeds": doc["reported_seeds"],
               "depth": doc["config"]["depth"], "epochs": doc["config"]["epochs"]}
     out = run_on_paths(f"{__name__}:reported_accuracies", kwargs, [path], with_machine=True)
-    return {"numerics_path": path, "original": {"lr": doc["lr"], "accuracy": doc["accuracy"]},
-            "accuracy": out[path]["result"], "path_machine": out[path]["machine"]}
+    return claims.stamp({"numerics_path": path,
+                         "original": {"lr": doc["lr"], "accuracy": doc["accuracy"]},
+                         "accuracy": out[path]["result"], "path_machine": out[path]["machine"]},
+                        [CLAIM_ID])
 
 
 @dataclass(frozen=True)
