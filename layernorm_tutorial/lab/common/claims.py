@@ -1,24 +1,35 @@
 """The book's claims registry: every judged claim, its threshold and when it was fixed.
 
-One frozen :class:`Claim` per judged claim of the book (id, chapter = its Holm family,
-statement, metric and unit, direction, threshold, seed plan, kind of outcome, settings, the
-results file that judges it). The lab modules read their thresholds from here
-(:func:`threshold`, :func:`parameter`); no notebook defines one.
+One frozen :class:`Claim` per judged claim of the book (id, chapter = its family for the
+multiple-comparison marks, statement, metric and unit, direction, threshold, seed plan, kind
+of outcome, settings, the results file that judges it). The lab modules read their thresholds
+from here (:func:`threshold`, :func:`parameter`); no notebook defines one.
 
 **Fixed before the data.** :func:`definition_hash` hashes what defines a claim (everything but
 its prose). A results file records the hashes of the claims it judges (:func:`stamp`, for the
-writers); files written before the registry existed have theirs in :data:`JUDGED` (the
-definitions they were actually judged under). ``tests/test_claims.py`` fails when a definition
-differs from the one its stored results were judged under, so a threshold cannot move after
-the data without a re-run.
+writers); files without a stamp of their own have theirs in a data file,
+``book/data/claims_judged.json`` (:data:`JUDGED`, not this source). ``tests/test_claims.py``
+fails when a definition differs from the one its stored results were judged under.
+Editing a threshold together with its hash defeats that guard, so
+``tests/test_claims_git.py`` reads each registration commit with ``git show`` and fails
+when what it registered differs from today's definition.
 
 **Registration dates.** :attr:`Claim.registered` is the first commit that fixed the claim's
-definition in the package (found with ``git log -S`` when the registry was written, checked
-against git by the tests); :func:`results_date` is the date the results were written
-(``machine.date`` of the provenance header) or, for older files that record none, the commit
-that added their data. :func:`registration_note` prints the one line a chapter shows.
-Several thresholds were committed together with their data; :data:`DISCLOSURES` lists them,
-and the evidence threshold that changed after results were visible.
+definition in the package (in this file, or before it existed in the module or notebook
+named by :data:`LEGACY_SOURCES`). :func:`registration_note` prints the line a chapter shows:
+it compares the registration with the **first** run of the seeds the results use
+(:data:`FIRST_DATA`), not with a later re-run of them. Several thresholds were committed
+together with their data; :data:`DISCLOSURES` lists them.
+
+**Confirmatory runs.** For every claim whose threshold did not precede its first data,
+:data:`CONFIRMATIONS` registers a run on fresh seeds (:data:`CONFIRMATORY_SEEDS`, never used
+by any earlier run), committed before any of its runs (:data:`CONFIRMATIONS_REGISTERED`);
+``lab.confirmatory`` runs them into their own files (:func:`stamp_confirmatory`) and returns
+each confirmatory verdict with the earlier one beside it, marked exploratory.
+
+:func:`judge` and :func:`judge_ladder` apply the registered threshold and direction; a
+threshold passed to :func:`judge` is not the registered one and makes the verdict exploratory
+(``budget`` is the registered scaling rule of a threshold that is a fraction of a budget).
 """
 
 from __future__ import annotations
@@ -40,7 +51,9 @@ __all__ = ["Claim", "CLAIMS", "JUDGED", "DISCLOSURES", "claim", "threshold", "pa
            "family", "definition", "definition_hash", "stamp", "judged_hashes",
            "results_date", "registration", "registration_note", "judge", "judge_ladder",
            "Confirmation", "CONFIRMATIONS", "CONFIRMATORY_SEEDS", "confirmation",
-           "confirmation_definition", "confirmation_hash", "stamp_confirmatory"]
+           "confirmation_definition", "confirmation_hash", "stamp_confirmatory",
+           "confirmation_note", "FIRST_DATA", "LEGACY_SOURCES", "REGISTRY_PATH",
+           "JUDGED_PATH", "CONFIRMATIONS_REGISTERED", "BUDGET_UNITS"]
 
 _REPO = Path(__file__).resolve().parents[3]
 
