@@ -8,9 +8,9 @@ from here (:func:`threshold`, :func:`parameter`); no notebook defines one.
 **Fixed before the data.** :func:`definition_hash` hashes what defines a claim (everything but
 its prose). A results file records the hashes of the claims it judges (:func:`stamp`, for the
 writers); files without a stamp of their own have theirs in a data file,
-``book/data/claims_judged.json`` (:data:`JUDGED`, not this source). ``tests/test_claims.py``
-fails when a definition differs from the one its stored results were judged under.
-Editing a threshold together with its hash defeats that guard, so
+``book/data/registry/claims_judged.json`` (:data:`JUDGED`, not this source).
+``tests/test_claims.py`` fails when a definition differs from the one its stored results
+were judged under. Editing a threshold together with its hash defeats that guard, so
 ``tests/test_claims_git.py`` reads each registration commit with ``git show`` and fails
 when what it registered differs from today's definition.
 
@@ -375,7 +375,7 @@ REGISTRY_PATH = "layernorm_tutorial/lab/common/claims.py"
 #: run of each claim's stored seeds (a data file, not this source: editing a threshold here
 #: and its hash there is two edits, and ``tests/test_claims_git.py`` checks the threshold
 #: against the registration commit).
-JUDGED_PATH = _REPO / "book" / "data" / "claims_judged.json"
+JUDGED_PATH = _REPO / "book" / "data" / "registry" / "claims_judged.json"
 _JUDGED_DOC = json.loads(JUDGED_PATH.read_text(encoding="utf-8"))
 #: ``{results file: {"data_commit": [commit, ISO date], "claims": {id: hash}, "machine",
 #: "note"}}``: the definitions the results files were judged under, from
