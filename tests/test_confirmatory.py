@@ -103,3 +103,32 @@ def test_a_missing_confirmatory_file_names_the_command(monkeypatch, tmp_path):
     monkeypatch.setattr(verdicts, "BOOK_DATA", tmp_path)
     with pytest.raises(FileNotFoundError, match="lab.confirmatory"):
         verdicts.load("rnn_race_confirmatory.json")
+
+
+@pytest.mark.skipif(not (_stored("evidence_confirmatory.json")
+                         and _stored("evidence_side_confirmatory.json")),
+                    reason="evidence confirmatory runs not stored yet")
+def test_evidence_pairs_cover_the_chapter_family_in_its_order():
+    from layernorm_tutorial.lab.evidence import analysis
+
+    pairs = verdicts.evidence_pairs()
+    earlier = analysis.verdict_rows(verdicts.load("evidence_results.json"))
+    assert len(pairs) == len(earlier) + 5 == 32
+    assert [p.label for p in pairs[:len(earlier)]] == [f"{r['claim']}: {r['setting']}"
+                                                        for r in earlier]
+    assert all(p.exploratory.exploratory and not p.confirmatory.exploratory for p in pairs)
+    assert {p.confirmatory.n for p in pairs} == {len(C.CONFIRMATORY_SEEDS)}
+    side = [p for p in pairs if p.claim_id.startswith(("evidence.6", "evidence.7"))]
+    assert len(side) == 5 and all("registered first" in p.registration for p in side)
+
+
+@pytest.mark.skipif(not _stored("large_models_confirmatory.json"),
+                    reason="large_models confirmatory runs not stored yet")
+def test_large_models_pairs_and_the_family_they_count_in():
+    pairs = verdicts.large_models_pairs()
+    assert [p.claim_id for p in pairs] == (["large_models.norms"] * 2
+                                           + ["large_models.dyt-alpha"] * 2
+                                           + ["large_models.deepnorm"] * 3)
+    more = [p.confirmatory for p in pairs]   # a larger family never adds a mark
+    fewer = verdicts.large_models_pairs(others=more)
+    assert all(a.mark or not b.mark for a, b in zip(pairs, fewer, strict=True))
