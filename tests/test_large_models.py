@@ -169,6 +169,15 @@ def test_bf16_accumulation_is_far_less_accurate_than_fp32():
     assert err["bf16"]["mean_rel_error"] > 100 * max(err["fp32"]["mean_rel_error"], 1e-9)
 
 
+def test_bf16_variance_error_comes_mostly_from_the_wrong_mean():
+    """The chapter's sentence: the bf16 variance is many times too large, and the second
+    pass around the exact mean is off by far less (the mean's error dominates)."""
+    err = recipes.bf16_statistics_error(features=1024)["bf16"]
+    assert err["var_ratio"] == pytest.approx(1 + err["var_rel_error"])
+    assert err["var_ratio"] > 10
+    assert err["var_rel_error_exact_mean"] < 0.05 * err["var_rel_error"]
+
+
 def test_train_toy_stops_on_a_non_finite_loss():
     class Blowup(torch.nn.Module):
         def __init__(self):

@@ -297,3 +297,139 @@ def test_ngpt_block_output_is_unit_norm():
     block = frontier.NGPTBlock(8)
     h = TF.normalize(torch.randn(4, 8), dim=-1)
     torch.testing.assert_close(block(h).norm(dim=-1), torch.ones(4))
+
+
+# ------------------------------------------------------------------ audit 2: the family
+def _stored():
+    from layernorm_tutorial.lab.large_models.results import load_results
+
+    return load_results()
+
+
+def test_chapter_verdicts_are_the_thirteen_registered_ones_in_table_order():
+    rows = page.chapter_verdicts(_stored())
+    keys = [k for k, _, _, _ in rows]
+    assert keys == ["rmsnorm", "dyt", "alpha-0.1", "alpha-2.0", "time-torch", "time-package",
+                    "qk-norm", "softcap", "zloss", "qkclip", "deepnorm-no-warm-up",
+                    "deepnorm-warm-up", "deepnorm-needs-warm-up"]
+    ids = {v.claim_id for _, _, v, _ in rows}
+    assert ids == set(page.CLAIM_SECTIONS)
+    assert not any(v.exploratory for _, _, v, _ in rows)
+
+
+def test_family_marks_follow_the_whole_family_not_a_subset():
+    """A verdict printed alone keeps the mark of the 13-verdict family: with m = 13 the
+    Bonferroni bar is 0.05 / 13; the RMSNorm verdict (p about 0.02) would survive in a
+    family of one."""
+    rows = page.chapter_verdicts(_stored())
+    marks = page.family_marks(rows)
+    from layernorm_tutorial.lab.common import verdict
+
+    expected = verdict.holm([v for _, _, v, _ in rows])
+    assert list(marks.values()) == expected
+    rms = next(v for k, _, v, _ in rows if k == "rmsnorm")
+    assert verdict.holm([rms]) == [True] and not marks["rmsnorm"]
+    text = page.verdict_lines(rows, ["rmsnorm", "time-torch"])
+    lines = text.splitlines()
+    assert lines[0].startswith("RMSNorm vs LayerNorm") and verdict.MARK not in lines[0]
+    assert verdict.MARK in lines[1]
+    assert "13 verdicts" in " ".join(lines[2:])
+    with pytest.raises(KeyError, match="keys"):
+        page.verdict_lines(rows, ["rmsnorm", "nope"])
+
+
+def test_marked_text_puts_the_mark_first_only_on_a_surviving_word():
+    rows = page.chapter_verdicts(_stored())
+    marks = page.family_marks(rows)
+    for key in marks:
+        text = page.marked_text(rows, key)
+        assert text.startswith("† ") == marks[key]
+    with pytest.raises(KeyError, match="key"):
+        page.marked_text(rows, "nope")
+
+
+def test_correction_name_is_the_one_the_method_prints():
+    from layernorm_tutorial.lab.common import verdict
+
+    name = page.correction_name()
+    assert f"{name} correction" in verdict.family_sentence([])
+
+
+def test_confirmation_lines_say_whether_the_results_are_stored(tmp_path):
+    results = _stored()
+    text = page.confirmation_lines(results, data_dir=tmp_path)
+    assert "large_models.deepnorm: confirmatory run registered" in text
+    assert "large_models.time: no confirmatory run registered" in text
+    assert "not run yet" in text and ": stored" not in text
+    (tmp_path / "large_models_confirmatory.json").write_text("{}")
+    assert ": stored" in page.confirmation_lines(results, data_dir=tmp_path)
+    assert all(len(line) <= page.WIDTH for line in text.splitlines())
+
+
+def test_threshold_sensitivity_is_exploratory_and_changes_the_word():
+    deep = {"runs": {"DeepNorm + warm-up": [{"accuracy": a} for a in
+                                            (0.36, 0.37, 0.38, 0.37, 0.36)],
+                     "post-LN + warm-up": [{"accuracy": a} for a in
+                                           (0.345, 0.35, 0.36, 0.35, 0.35)]}}
+    out = page.threshold_sensitivity(deep, "warm-up", (0.005, 0.03, 0.05))
+    assert out[0.005].exploratory and out[0.03].exploratory
+    assert not out[0.05].exploratory          # the registered threshold
+    assert out[0.005].word == "holds" and out[0.03].word == "too small to matter"
+    with pytest.raises(KeyError, match="key"):
+        page.threshold_sensitivity(deep, "nope", (0.01,))
+
+
+def test_accuracy_at_rate_is_paired_by_seed_and_exploratory():
+    qk = _qk({"none": {0.1: [1.0] * 6}, "softcap": {0.1: [1.0] * 6}})
+    for arm, acc in (("none", [0.1, 0.12, 0.11, 0.13, 0.1, 0.12]),
+                     ("softcap", [0.3, 0.31, 0.3, 0.33, 0.29, 0.32])):
+        for run, a in zip(qk["runs"][arm]["0.1"], acc, strict=True):
+            run["accuracy"] = a
+    v = page.accuracy_at_rate(qk, "softcap", 0.1)
+    assert v.exploratory and v.word == "holds" and v.n == 6
+    assert v.threshold == claims.threshold("large_models.norms")
+    with pytest.raises(KeyError, match="lr"):
+        page.accuracy_at_rate(qk, "softcap", 0.3)
+
+
+def test_toy_parameter_counts_and_size_ratios():
+    counts = page.toy_parameter_counts()
+    assert counts["norm comparison"] < counts["QK-norm ladder"] < counts["DeepNorm stack"]
+    assert min(counts.values()) > 10_000      # not "a few thousand"
+    ratios = page.size_ratios(counts["QK-norm ladder"])
+    assert ratios["Gemma 2"][0] == pytest.approx(2e9 / counts["QK-norm ladder"])
+    with pytest.raises(ValueError, match="toy"):
+        page.size_ratios(0)
+
+
+def test_deviations_disclose_the_deepnorm_threshold():
+    text = " ".join(page.DEVIATIONS)
+    assert "5-point threshold was committed together with the first run" in text
+    assert "registered first" not in text
+
+
+def test_sweep_range_table_shows_the_extremes_per_rate():
+    qk = _qk({"none": {0.03: [1.2, 2.5, 2.6], 0.1: [2.6, 2.7, 2.74]},
+              "rmsnorm": {0.03: [0.0, 1.9, 1.5], 0.1: [0.0, 0.01, 0.02]}})
+    sweep = summarize_sweep(qk)
+    assert sweep.extremes(sweep.final, "none", 0.03) == (1.2, 2.6)
+    text = sweep.range_table(lrs=[0.03, 0.1])
+    assert "1.20-2.60" in text and "0.00-0.02" in text
+    assert all(len(line) <= 72 for line in text.splitlines())
+    with pytest.raises(KeyError, match="lrs"):
+        sweep.range_table(lrs=[0.3])
+
+
+def test_depth_growth_ordering_depends_on_the_branch_init():
+    """With PyTorch's default init Peri-LN's stream grows fastest; with unit-gain branches
+    pre-LN's grows as fast (the chapter's caveat)."""
+    kw = {"num_layers": 24, "d": 32, "tokens": 128}
+    default = {v: frontier.depth_growth(v, **kw)["std"][-1] for v in ("pre-LN", "Peri-LN")}
+    unit = {v: frontier.depth_growth(v, branch_init="unit", **kw)["std"][-1]
+            for v in ("pre-LN", "Peri-LN")}
+    assert default["Peri-LN"] > 2 * default["pre-LN"]
+    assert unit["pre-LN"] > 0.9 * unit["Peri-LN"]
+    first = frontier.depth_growth("pre-LN", branch_init="unit", **kw)["relative_update"][0]
+    assert first == pytest.approx(1.0, abs=0.1)
+    with pytest.raises(ValueError, match="branch_init"):
+        frontier.depth_growth("pre-LN", branch_init="xavier")

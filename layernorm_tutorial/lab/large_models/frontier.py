@@ -11,7 +11,8 @@ r"""The chapter's frontier sections, each a small mechanism that a cell asserts.
 - :func:`depth_growth`: the residual stream's scale against depth at initialization, for
   pre-LN, pre-LN with LayerNorm scaling (the norm's output times :math:`1/\sqrt{\ell}`),
   Peri-LN (a norm before *and* on the output of each branch) and Mix-LN (post-LN in the
-  first quarter of the blocks, pre-LN after), in float64.
+  first quarter of the blocks, pre-LN after), in float64, with PyTorch's default branch
+  init or with unit-gain branches (the ordering of the placements differs).
 - :func:`ngpt_check`: nGPT's hypersphere update
   :math:`h \leftarrow \mathrm{Norm}(h + \alpha\,(\mathrm{Norm}(B(h)) - h))` with
   unit-norm weight rows: every hidden state stays on the unit sphere and every output
@@ -29,7 +30,7 @@ from torch import nn
 from layernorm_tutorial.lab.large_models.qk_norm import QKTransformer, ZLoss, qk_clip
 
 __all__ = ["logit_tools_check", "mla_norm_trace", "MLA_TINY", "depth_growth",
-           "DEPTH_VARIANTS", "ngpt_check", "NGPTBlock", "unit_rows"]
+           "DEPTH_VARIANTS", "BRANCH_INITS", "ngpt_check", "NGPTBlock", "unit_rows"]
 
 
 # ------------------------------------------------------------------ logit-stability tools
@@ -155,10 +156,20 @@ class _Branch(nn.Module):
         return self.down(TF.gelu(self.up(x)))
 
 
+#: The branch initializations of :func:`depth_growth`.
+BRANCH_INITS = ("default", "unit")
+
+
 def depth_growth(variant: str, num_layers: int = 48, d: int = 64, tokens: int = 256,
-                 seed: int = 0) -> dict:
+                 seed: int = 0, branch_init: str = "default") -> dict:
     r"""Stream statistics after every block of a ``num_layers`` stack of MLP branches at
-    initialization (float64, PyTorch's default init, input of unit variance).
+    initialization (float64, input of unit variance).
+
+    ``branch_init``: ``"default"``, PyTorch's default ``nn.Linear`` init (uniform with
+    bound :math:`1/\sqrt{\text{fan-in}}`: a branch's output starts at about a fifth of a
+    unit-variance input's scale); ``"unit"``, the same weights with each branch's output
+    layer rescaled so that the branch maps a standard-normal input to an output of unit
+    standard deviation (a unit-gain branch). The ordering of the placements depends on it.
 
     ``pre-LN``: :math:`x + F(\mathrm{LN}(x))`; ``pre-LN + LN scaling``:
     :math:`x + F(\mathrm{LN}(x)/\sqrt{\ell})` (Sun et al. 2025); ``Peri-LN``:
@@ -169,8 +180,18 @@ def depth_growth(variant: str, num_layers: int = 48, d: int = 64, tokens: int = 
     (:math:`\|\text{branch}\| / \|x\|` of each block: how much it moves the stream)."""
     if variant not in DEPTH_VARIANTS:
         raise ValueError(f"variant must be one of {DEPTH_VARIANTS}, got {variant!r}")
+    if branch_init not in BRANCH_INITS:
+        raise ValueError(f"branch_init must be one of {BRANCH_INITS}, got {branch_init!r}")
     torch.manual_seed(seed)
     branches = [_Branch(d).double() for _ in range(num_layers)]
+    if branch_init == "unit":
+        probe = torch.randn(tokens, d, generator=torch.Generator().manual_seed(seed + 2),
+                            dtype=torch.float64)
+        with torch.no_grad():
+            for branch in branches:
+                scale = float(branch(probe).std())
+                branch.down.weight.div_(scale)
+                branch.down.bias.div_(scale)
     x = torch.randn(tokens, d, generator=torch.Generator().manual_seed(seed + 1),
                     dtype=torch.float64)
     ln = lambda t: TF.layer_norm(t, (d,))  # noqa: E731 - one line, no parameters
@@ -190,7 +211,8 @@ def depth_growth(variant: str, num_layers: int = 48, d: int = 64, tokens: int = 
                 rel.append(float(out.norm() / x.norm()))
                 x = x + out
             std.append(float(x.std()))
-    return {"variant": variant, "std": std, "relative_update": rel}
+    return {"variant": variant, "std": std, "relative_update": rel,
+            "branch_init": branch_init}
 
 
 # ------------------------------------------------------------------ nGPT

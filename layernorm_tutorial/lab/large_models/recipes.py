@@ -91,7 +91,13 @@ def autocast_layer_norm(seed: int = 0) -> dict:
 
 def bf16_statistics_error(features: int = 4096, offset: float = 10.0, seed: int = 0) -> dict:
     """A row ``offset + N(0, 1)`` of ``features`` values, stored in bf16: its mean and
-    variance accumulated in bf16 (sequential sums) and in fp32, relative to fp64."""
+    variance (two passes: the mean, then the mean of the squared deviations from it)
+    accumulated in bf16 (sequential sums) and in fp32, relative to fp64.
+
+    ``var_ratio``: computed variance over the true one. ``bf16`` also holds
+    ``var_rel_error_exact_mean``: the second pass in bf16 around the exact (fp64) mean
+    rounded to bf16, which separates the error of the bf16 mean from that of the bf16 sum
+    of squares."""
     g = torch.Generator().manual_seed(seed)
     x = (offset + torch.randn(features, generator=g, dtype=torch.float64)).to(torch.bfloat16)
     exact = x.double()
@@ -108,6 +114,10 @@ def bf16_statistics_error(features: int = 4096, offset: float = 10.0, seed: int 
         mean = sequential(x, dtype)
         var = sequential((x.to(dtype) - mean) ** 2, dtype)
         out[name] = {"mean_rel_error": abs(float(mean) - true_mean) / abs(true_mean),
-                     "var_rel_error": abs(float(var) - true_var) / true_var}
+                     "var_rel_error": abs(float(var) - true_var) / true_var,
+                     "var_ratio": float(var) / true_var}
+    exact_mean = torch.tensor(true_mean, dtype=torch.bfloat16)
+    var = sequential((x - exact_mean) ** 2, torch.bfloat16)
+    out["bf16"]["var_rel_error_exact_mean"] = abs(float(var) - true_var) / true_var
     out["features"], out["offset"] = features, offset
     return out

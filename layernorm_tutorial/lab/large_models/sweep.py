@@ -82,12 +82,40 @@ class Sweep:
                       for a in arms]
         return "\n".join(lines)
 
+    def extremes(self, table: dict, arm: str, lr: float) -> tuple[float, float]:
+        """The lowest and the highest value over seeds of ``table[arm][lr]``."""
+        values = table[arm][lr]
+        return float(min(values)), float(max(values))
+
+    def range_table(self, arms=None, lrs=None) -> str:
+        """The final loss of the lowest and of the highest seed, per arm and rate
+        (``lrs``: some of the ladder's rates, all by default): where the arms' runs overlap,
+        which the means of :meth:`table` hide. At most 72 columns for three rates."""
+        arms = tuple(arms or self.arms)
+        lrs = tuple(self.lrs if lrs is None else lrs)
+        missing = [lr for lr in lrs if lr not in self.lrs]
+        if missing:
+            raise KeyError(f"lrs must be among the ladder's rates {self.lrs}, got {missing}")
+        lines = [f"final loss, lowest to highest of the {len(self.seeds)} seeds",
+                 f"{'lr':>10s}" + "".join(f"{lr:>14g}" for lr in lrs)]
+        for a in arms:
+            cells = []
+            for lr in lrs:
+                lo, hi = self.extremes(self.final, a, lr)
+                cells.append(f"{_short(lo)}-{_short(hi)}".rjust(14))
+            lines.append(f"{ARM_LABELS.get(a, a):>10s}" + "".join(cells))
+        return "\n".join(lines)
+
     def brackets(self, arm: str) -> str:
         """``(0.1, 0.3] x5, (0.3, 1] x3``: the seeds' brackets of the critical rate."""
         counts: dict = {}
         for lo, hi in self.bounds(arm):
             counts[(lo, hi)] = counts.get((lo, hi), 0) + 1
         return ", ".join(f"({lo:g}, {hi:g}] x{n}" for (lo, hi), n in sorted(counts.items()))
+
+
+def _short(x: float) -> str:
+    return f"{x:.2f}" if math.isfinite(x) and abs(x) < 1e3 else f"{x:.1e}"
 
 
 def _num(x: float) -> str:
