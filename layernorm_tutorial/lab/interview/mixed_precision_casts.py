@@ -12,6 +12,7 @@ by its gain :math:`1+w` in fp32 and casts once at the end. This module reads tho
 source and measures what the casts buy:
 
 ``traced_forward(name)``        the lines of ``forward`` of a ``transformers`` norm class
+``traced_norm(name, hidden)``   an instance of that class (fp32 parameters)
 ``rms_norm_without_upcast``     Llama's formula computed in the input's dtype
 ``cast_order_errors()``         relative rounding error of Llama's and Gemma's orders in bf16
 ``llama_output_dtype(w, x)``    the output dtype of ``LlamaRMSNorm`` for given dtypes
@@ -23,10 +24,12 @@ from __future__ import annotations
 
 import inspect
 import math
+import textwrap
+import warnings
 
 import torch
 
-__all__ = ["TRACED", "traced_forward", "rms_norm_without_upcast", "cast_order_errors",
+__all__ = ["TRACED", "traced_forward", "traced_norm", "rms_norm_without_upcast", "cast_order_errors",
            "llama_output_dtype"]
 
 #: The traced classes and the ``transformers`` modules that define them.
@@ -40,15 +43,24 @@ def _traced_class(name: str):
 
     if name not in TRACED:
         raise ValueError(f"name must be one of {sorted(TRACED)}, got {name!r}")
-    return getattr(importlib.import_module(TRACED[name]), name)
+    with warnings.catch_warnings():              # tqdm's notebook check, on first import
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        module = importlib.import_module(TRACED[name])
+    return getattr(module, name)
 
 
 def traced_forward(name: str) -> list[str]:
     """The non-blank, non-comment lines of ``forward`` of the ``transformers`` class
     ``name`` (a key of :data:`TRACED`), dedented, as the installed version defines it."""
     source = inspect.getsource(_traced_class(name).forward)
-    lines = inspect.cleandoc(source).splitlines()
+    lines = textwrap.dedent(source).splitlines()
     return [line for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+def traced_norm(name: str, hidden_size: int, eps: float = 1e-6) -> torch.nn.Module:
+    """``transformers``' class ``name`` (a key of :data:`TRACED`) for ``hidden_size``
+    features and ``eps``, with its default fp32 parameters."""
+    return _traced_class(name)(hidden_size, eps=eps)
 
 
 def rms_norm_without_upcast(x: torch.Tensor, weight: torch.Tensor,

@@ -25,6 +25,7 @@ Why tuning :math:`\gamma` alone is a restricted form of full fine-tuning: a norm
 from __future__ import annotations
 
 import copy
+import warnings
 
 import torch
 from torch import nn
@@ -41,7 +42,9 @@ def meta_model(model_class: str, config_class: str, **config) -> nn.Module:
     """``transformers.<model_class>(transformers.<config_class>(**config))`` built on the
     ``meta`` device (parameters have shapes but no storage). Importing ``transformers``
     and building the first model take seconds."""
-    import transformers
+    with warnings.catch_warnings():              # tqdm's notebook check, on first import
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import transformers
 
     cfg = getattr(transformers, config_class)(**config)
     with torch.device("meta"):
