@@ -10,6 +10,8 @@ import torch.nn.functional as TF
 
 from layernorm_tutorial import functional as LF
 from layernorm_tutorial import nn as lnn
+from layernorm_tutorial.lab.common.verdict import HOLM_MARK
+from layernorm_tutorial.lab.interview import bn_evidence as be
 from layernorm_tutorial.lab.interview import bn_mechanisms as bm
 from layernorm_tutorial.lab.interview import classic_norms as cn
 from layernorm_tutorial.lab.interview import distribution_shift as ds
@@ -175,6 +177,15 @@ def test_dropout_remedy_bn_only_restores_the_variance_update_bn_does_not(p, mean
     assert out["bn_only"]["eval_var"] == pytest.approx(1.0, abs=0.02)
 
 
+def test_the_dropout_functions_leave_the_global_random_state_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    bm.dropout_variance_shift(0.5, batch=64, batches=2)
+    bm.dropout_remedy(0.5, batch=64, batches=2)
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_weights_feeding_bn_are_scale_invariant_with_a_1_over_c_gradient():
     out = bm.weight_scale_invariance(c=7.0, lr=0.05)
     assert out["loss_change"] < 1e-9 and abs(out["cosine"]) < 1e-12
@@ -191,6 +202,33 @@ def test_weight_norm_is_batch_independent_but_does_not_standardize():
     assert bn["output_std"] == pytest.approx(1.0, abs=1e-6) and wn["output_std"] > 1.5
 
 
+def test_one_bn_layer_is_weight_norm_on_whitened_inputs_only():
+    out = bm.whitened_equivalence()
+    assert out["whitened"] < 1e-9 < 1.0 < out["raw"]
+
+
+# --------------------------------------------------------------------------- BN evidence
+def test_bn_benefits_carry_the_evidence_chapters_family_marks():
+    verdicts = be.chapter_verdicts()
+    table = be.benefit_rows(verdicts)
+    by_setting = {(r["claim"], r["setting"]): r for r in verdicts.rows}
+    printed = [r for rows in table.values() for r in rows]
+    assert printed and all(
+        r["holm"] == by_setting[(r["claim"], r["setting"])]["holm"]
+        and r["result"].startswith(HOLM_MARK) == r["holm"] for r in printed)
+    assert any(r["holm"] for r in printed) and not all(r["holm"] for r in printed)
+    text = be.format_rows(table)
+    assert text.count(HOLM_MARK) == sum(r["holm"] for r in printed)
+    assert all(len(line) <= 78 for line in text.splitlines())
+    assert table["reduces internal covariate shift"] == []
+    marked = {s: w for rows in table.values() for s, w in be.words(rows).items()}
+    assert all(w.endswith(HOLM_MARK) == by_setting_holm for w, by_setting_holm in zip(
+        marked.values(), [r["holm"] for r in printed], strict=True))
+    note = " ".join(be.family_note(verdicts).split())
+    assert f"the evidence chapter's {len(verdicts.rows)} verdicts" in note
+    assert "this chapter" not in note and note.endswith("is uncorrected.")
+
+
 # --------------------------------------------------------------------------- test shift
 def test_shift_breaks_running_statistics_and_reestimation_restores_them():
     bn, train, test = ds.shifted_channels()
@@ -202,6 +240,15 @@ def test_shift_breaks_running_statistics_and_reestimation_restores_them():
     ds.reestimate_statistics(bn, test)
     assert max(ds.channel_stats(bn(test[0]))) < 0.1 and not bn.training
     assert bn.momentum == 0.1 or bn.momentum is None
+
+
+def test_test_batch_statistics_make_a_prediction_depend_on_its_batch_mates():
+    bn, _, test = ds.shifted_channels()
+    change = ds.batch_mate_change(bn, test[0], test[1])
+    assert change["running"] == 0.0 < 0.01 < change["test_batch"]
+    assert not bn.training and bn.running_mean is not None        # restored
+    with pytest.raises(ValueError, match="share a shape"):
+        ds.batch_mate_change(bn, test[0], test[1][:3])
 
 
 def test_tent_updates_only_the_bn_affine_parameters_and_lowers_the_entropy():

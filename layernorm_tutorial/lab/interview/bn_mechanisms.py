@@ -27,11 +27,15 @@ numbers are the same on any CPU to the digits the chapter prints.
     Weight normalization (:math:`w = g\,v/\lVert v\rVert`) next to BN on the same layer:
     both make the layer invariant to the weights' scale; only BN standardizes the outputs and
     only BN depends on the batch.
+``whitened_equivalence()``
+    On whitened inputs (zero mean, identity covariance) one BN layer and one weight-normalized
+    layer compute the same thing.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import torch
@@ -43,7 +47,7 @@ from layernorm_tutorial.lab.interview import distribution_shift
 
 __all__ = ["ORDERS", "placement", "batch_noise", "predicted_batch_noise",
            "dropout_variance_shift", "dropout_remedy", "predicted_eval_variance",
-           "weight_scale_invariance", "weight_norm_vs_batch_norm"]
+           "weight_scale_invariance", "weight_norm_vs_batch_norm", "whitened_equivalence"]
 
 F64 = torch.float64
 ORDERS = ("bn_relu", "relu_bn")
@@ -51,6 +55,16 @@ ORDERS = ("bn_relu", "relu_bn")
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+def _keeps_global_rng(fn):
+    """Run ``fn`` on a copy of torch's global random state: the dropout functions seed it
+    for their masks, and the caller's later draws must not depend on that."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with torch.random.fork_rng(devices=[]):
+            return fn(*args, **kwargs)
+    return run
 
 
 def placement(order: str, *, width: int = 256, batch: int = 4096, in_features: int = 32,
@@ -153,6 +167,7 @@ def _fill_running_statistics(model, inputs, batches: int) -> torch.Tensor:
     return out
 
 
+@_keeps_global_rng
 def dropout_variance_shift(p: float, *, features: int = 64, batch: int = 1024,
                            batches: int = 50, mean: float = 0.0, seed: int = 0) -> dict:
     """Dropout(p) followed by BatchNorm1d: fill the running statistics over ``batches``
@@ -169,6 +184,7 @@ def dropout_variance_shift(p: float, *, features: int = 64, batch: int = 1024,
             "predicted": predicted_eval_variance(p, mean)}
 
 
+@_keeps_global_rng
 def dropout_remedy(p: float, *, features: int = 64, batch: int = 1024, batches: int = 50,
                    mean: float = 0.0, seed: int = 0) -> dict:
     r"""The variance shift of Dropout(p) -> BN, and two ways to re-estimate BN's statistics.
@@ -263,4 +279,30 @@ def weight_norm_vs_batch_norm(*, seed: int = 0) -> dict:
             "v_x10_change": (layer(x, 10 * v) - y).abs().max().item(),
             "output_std": y.std(0, correction=0).mean().item(),
         }
+    return out
+
+
+def whitened_equivalence(*, batch: int = 64, features: int = 8, units: int = 4,
+                         seed: int = 0) -> dict:
+    r"""Salimans and Kingma's link between the two: for one layer whose inputs are whitened
+    (zero mean, identity covariance over the batch), the pre-activation :math:`v\cdot x` has
+    batch mean 0 and biased standard deviation :math:`\lVert v\rVert`, so training-mode BN
+    (no affine, :math:`\epsilon \to 0`; the code uses 1e-12) computes
+    :math:`v\cdot x/\lVert v\rVert`, the weight-normalized unit with :math:`g = 1`.
+
+    Returns ``{"whitened": ..., "raw": ...}``: the largest absolute difference between the
+    two outputs on a batch whitened exactly (centred, then multiplied by the inverse square
+    root of its biased covariance) and on the same batch before whitening."""
+    g = _gen(seed)
+    raw = torch.randn(batch, features, generator=g, dtype=F64) @ torch.randn(
+        features, features, generator=g, dtype=F64) + 2.0
+    centred = raw - raw.mean(0)
+    evals, evecs = torch.linalg.eigh(centred.T @ centred / batch)
+    whitened = centred @ evecs @ torch.diag(evals.rsqrt()) @ evecs.T
+    v = torch.randn(units, features, generator=g, dtype=F64)
+    gain = torch.ones(units, 1, dtype=F64)
+    out = {}
+    for name, x in (("whitened", whitened), ("raw", raw)):
+        bn = LF.batch_norm(x @ v.T, None, None, training=True, eps=1e-12)
+        out[name] = (bn - x @ wn.weight_norm(v, gain, dim=0).T).abs().max().item()
     return out

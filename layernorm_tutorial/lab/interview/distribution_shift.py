@@ -11,7 +11,8 @@ trained on. Three remedies, from cheapest to most involved:
     in training mode (dropout stays off); nothing is learned.
 ``test_batch_statistics(model)``
     Normalize each test batch with its own statistics (BN's training-mode forward, without
-    touching the buffers): needs batches of the shifted data, not single samples.
+    touching the buffers): needs batches of the shifted data, not single samples, and makes
+    each prediction depend on its batch-mates (``batch_mate_change``).
 ``tent_step(model, x, lr)``
     TENT: test-batch statistics plus one gradient step on BN's affine parameters alone,
     minimizing the entropy of the model's predictions on the unlabeled test batch.
@@ -30,7 +31,8 @@ from torch import nn
 from layernorm_tutorial import nn as lnn
 
 __all__ = ["BATCH_NORMS", "batch_norm_modules", "shifted_channels", "channel_stats",
-           "reestimate_statistics", "test_batch_statistics", "prediction_entropy",
+           "reestimate_statistics", "test_batch_statistics", "batch_mate_change",
+           "prediction_entropy",
            "tent_parameters", "tent_step"]
 
 F64 = torch.float64
@@ -128,6 +130,29 @@ def test_batch_statistics(model: nn.Module):
             m.train(training)
             m.track_running_stats = track
             m.running_mean, m.running_var = mean, var
+
+
+@torch.no_grad()
+def batch_mate_change(model: nn.Module, batch: torch.Tensor, mates: torch.Tensor) -> dict:
+    """How much sample 0's output changes when the rest of its batch is replaced by
+    ``mates[1:]``: ``{"running": ..., "test_batch": ...}``, the largest absolute change with
+    the running statistics (evaluation mode: 0, each sample is normalized alone) and with
+    test-batch statistics (the batch-mates enter the mean and variance). ``batch`` and
+    ``mates`` share a shape; the modes of ``model`` are restored."""
+    if batch.shape != mates.shape or batch.shape[0] < 2:
+        raise ValueError(f"batch and mates must share a shape with at least 2 samples, got "
+                         f"{tuple(batch.shape)} and {tuple(mates.shape)}")
+    other = torch.cat([batch[:1], mates[1:]])
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        model.eval()
+        out = {"running": (model(other)[0] - model(batch)[0]).abs().max().item()}
+        with test_batch_statistics(model):
+            out["test_batch"] = (model(other)[0] - model(batch)[0]).abs().max().item()
+    finally:
+        for m, training in modes:
+            m.training = training
+    return out
 
 
 def prediction_entropy(logits: torch.Tensor) -> torch.Tensor:
