@@ -8,7 +8,7 @@ import torch.nn.functional as TF
 
 from layernorm_tutorial import roofline, variance_algorithms
 from layernorm_tutorial.lab.common import formatting
-from layernorm_tutorial.lab.interview import folding
+from layernorm_tutorial.lab.interview import folding, llama_eps
 from layernorm_tutorial.lab.interview import per_sample_gradients as psg
 from layernorm_tutorial.lab.interview import sharded_batch_norm as sharded
 from layernorm_tutorial.lab.ln_vs_bn import exercises as bn_drill
@@ -371,3 +371,13 @@ def test_every_question_of_part_2_is_followed_by_a_cell_that_proves_it():
         code = [c.source for c in cells[i + 1:end] if c.cell_type == "code"]
         title = re.search(r"^### (.+)$", cells[i].source, re.M).group(1)
         assert any(re.search(r"^\s*assert |check_|print\(check", s, re.M) for s in code), title
+
+
+def test_llama_eps_is_read_from_the_transformers_configuration_classes():
+    configs = llama_eps.traced_configs()
+    assert set(configs) == set(llama_eps.CLASSES)
+    first, third = configs["LlamaConfig"], configs["MllamaTextConfig"]
+    assert first["rms_norm_eps"] == 1e-6 and third["rms_norm_eps"] == 1e-5
+    # the first LLaMA's 7B shape; a Llama 3 vocabulary and MLP
+    assert (first["hidden_size"], first["max_position_embeddings"]) == (4096, 2048)
+    assert (third["vocab_size"], third["intermediate_size"]) == (128256, 14336)
