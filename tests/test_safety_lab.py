@@ -107,6 +107,29 @@ def test_tiny_refuses_any_file_in_book_data(book_data, monkeypatch, capsys):
     assert not out.exists()
 
 
+OTHER_BOOK_FILE = [  # a full run whose --out is another command's book file (its input)
+    ("layernorm_tutorial.lab.rnn.paths", [], "_run", "rnn_race.json"),
+    ("layernorm_tutorial.lab.principles.__main__", ["replicate"], "_replicate",
+     "principles_ln_vs_he.json"),
+    ("layernorm_tutorial.lab.large_models.__main__", [], "build_results", "rnn_race.json"),
+    ("layernorm_tutorial.lab.evidence.__main__", [], "run_sweep", "rnn_race.json"),
+]
+
+
+@pytest.mark.parametrize(("module", "prefix", "run", "name"), OTHER_BOOK_FILE,
+                         ids=["rnn.paths", "principles replicate", "large_models", "evidence"])
+def test_a_full_run_writes_no_other_book_file(module, prefix, run, name, monkeypatch, capsys):
+    """D9's question asked of the lab: ``rnn.paths --out book/data/rnn_race.json --force``
+    replaced the race it reads by its own document (likewise ``replicate`` its input)."""
+    cli = importlib.import_module(module)
+    monkeypatch.setattr(cli, run, _never)
+    book_file = BOOK / name
+    before = book_file.read_bytes()
+    assert _exit_code(cli.main, [*prefix, "--out", str(book_file), "--force"]) == 2
+    assert "another of the book's files" in _one_error_line(capsys)
+    assert book_file.read_bytes() == before
+
+
 def _fake_run(args):
     doc = stored_results.provenance("python -m fake", {"epochs": 1}, 0.5)
     return {**doc, "runs": [{"arm": "RNN"}]}, "1 run in 0 s"

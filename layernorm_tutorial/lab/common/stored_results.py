@@ -55,7 +55,8 @@ from layernorm_tutorial.lab.common.numerics_paths import machine_info
 
 __all__ = ["BOOK_COMMANDS", "BOOK_DATA", "require_known_names", "default_workers",
            "add_results_options", "is_smoke_run", "load_results", "output_path_from_args",
-           "provenance", "results_command", "run_results_command", "round_floats",
+           "provenance", "refuse_other_book_file", "results_command", "run_results_command",
+           "round_floats",
            "run_jobs", "save_results", "timed"]
 
 HEADER_KEYS = ("command", "versions", "config", "seconds")
@@ -255,6 +256,16 @@ def add_results_options(parser: argparse.ArgumentParser, *, default_out: Path | 
     parser.add_argument("--tiny", action="store_true", help=f"{tiny_help}; requires --out")
 
 
+def refuse_other_book_file(parser: argparse.ArgumentParser, out: Path | None,
+                           default_out: Path) -> None:
+    """``parser.error`` if ``out`` is a file in ``book/data/`` other than ``default_out``: the
+    book's files are each written by their own command (the one that would be replaced
+    may be this run's input, e.g. ``rnn.paths --out book/data/rnn_race.json``)."""
+    if out is not None and is_book_file(out) and not same_file(out, default_out):
+        parser.error(f"--out {out}: another of the book's files; this command writes only "
+                     f"{Path(default_out).name} in book/data (choose a path outside it)")
+
+
 def run_results_command(parser: argparse.ArgumentParser, args: argparse.Namespace, *,
                         default_out: Path,
                         run: Callable[[argparse.Namespace], tuple[dict, str]],
@@ -268,6 +279,7 @@ def run_results_command(parser: argparse.ArgumentParser, args: argparse.Namespac
     if args.tiny and (is_book_file(args.out) or same_file(args.out, default_out)):
         parser.error(f"--out {args.out}: --tiny is a smoke run and never writes the book's "
                      "results file; choose another --out")
+    refuse_other_book_file(parser, args.out, default_out)
     out = output_path_from_args(parser, args, default_out)
     return interruptible(_run_and_save)(parser, run, args, out, digits)
 
@@ -294,9 +306,10 @@ def results_command(argv, *, prog: str, description: str, default_out: Path, tin
     an existing file, ``--workers N`` (if ``workers``; default :func:`default_workers`) and
     ``--tiny`` (a smoke run; needs an ``--out`` that is neither ``default_out`` nor any file
     in ``book/data/``, ``--force`` or not, and its document says ``"tiny": true`` in its
-    ``config``). The output path is checked before any work starts; then ``run(args)``
-    returns ``(doc, summary)``: the document (with its :func:`provenance` header) and a few
-    words on what ran. The document is written with :func:`save_results` (``digits``
+    ``config``). A full run writes no other file of ``book/data/`` than ``default_out``.
+    The output path is checked before any work starts; then ``run(args)`` returns
+    ``(doc, summary)``: the document (with its :func:`provenance` header) and a few words on
+    what ran. The document is written with :func:`save_results` (``digits``
     significant digits) and ``"<summary>; results written to <path>"`` printed. Returns the
     path written. User errors exit with status 2; Ctrl-C prints ``interrupted``, status 130.
     """

@@ -27,6 +27,7 @@ from layernorm_tutorial._cli import (
     is_book_file,
     positive_int,
 )
+from layernorm_tutorial.lab.common.stored_results import refuse_other_book_file
 from layernorm_tutorial.lab.evidence.experiments import (
     EXPERIMENTS,
     RATE_RANGES,
@@ -62,6 +63,7 @@ def main(argv=None) -> None:
     if args.tiny and args.out is not None and _is_committed_file(args.out):
         parser.error(f"--out {args.out}: --tiny is a smoke run and never writes the book's "
                      "results file; choose another --out")
+    refuse_other_book_file(parser, args.out, COMMITTED_PATH)
     out = args.out or (TINY_PATH if args.tiny else COMMITTED_PATH)
     # The default scratch file of a smoke run may be replaced without --force.
     replace = args.force or (args.tiny and args.out is None)

@@ -22,7 +22,7 @@ from layernorm_tutorial._cli import (
     interruptible,
     positive_int,
 )
-from layernorm_tutorial.lab.common.stored_results import default_workers
+from layernorm_tutorial.lab.common.stored_results import default_workers, refuse_other_book_file
 from layernorm_tutorial.lab.large_models.results import (
     COMMITTED_PATH,
     SECTIONS,
@@ -68,6 +68,7 @@ def main(argv=None) -> None:
         if unknown:
             parser.error(f"--sections: unknown {', '.join(unknown)}; "
                          f"expected some of {', '.join(SECTIONS)}")
+    refuse_other_book_file(parser, args.out, COMMITTED_PATH)
     try:
         check_output_path(args.out, force=args.force)
     except OutputPathError as err:
@@ -85,7 +86,10 @@ def main(argv=None) -> None:
         if dropped:
             parser.error(f"--sections without --update would drop the other {len(dropped)} "
                          f"sections of {args.out} ({', '.join(dropped)}); add --update")
-    results = build_results(sections, workers=args.workers, previous=previous)
+    try:
+        results = build_results(sections, workers=args.workers, previous=previous)
+    except StoredFileError as err:  # a stored file the runs read is missing or broken
+        parser.error(str(err))
     path = save_results(results, args.out, overwrite=args.force)
     print(f"results written to {path.resolve()}")
 
