@@ -267,3 +267,15 @@ def test_the_principles_replication_is_stamped_with_its_claim(monkeypatch):
     assert out["claims"] == {ln_vs_he.CLAIM_ID: C.definition_hash(ln_vs_he.CLAIM_ID)}
     assert C.judged_hashes(_load("principles_ln_vs_he_replication.json"),
                            "principles_ln_vs_he_replication.json") == out["claims"]
+
+
+def test_every_judged_claim_is_confirmed_or_says_why_not():
+    plans = {p.claim_id for p in C.CONFIRMATIONS}
+    for c in C.CLAIMS:
+        if not c.exploratory:
+            assert (c.id in plans) != (c.id in C.UNCONFIRMED), c.id
+    assert not plans & set(C.UNCONFIRMED)
+    lines = C.confirmation_status("large_models")
+    assert "large_models.deepnorm: confirmatory (large_models_confirmatory.json)" in lines
+    assert any(line.startswith("large_models.time: not confirmed: timing") for line in lines)
+    assert "evidence.x.per-digit: exploratory (post hoc)" in C.confirmation_status("evidence")

@@ -53,7 +53,8 @@ __all__ = ["Claim", "CLAIMS", "JUDGED", "DISCLOSURES", "claim", "threshold", "pa
            "Confirmation", "CONFIRMATIONS", "CONFIRMATORY_SEEDS", "confirmation",
            "confirmation_definition", "confirmation_hash", "stamp_confirmatory",
            "confirmation_note", "FIRST_DATA", "LEGACY_SOURCES", "REGISTRY_PATH",
-           "JUDGED_PATH", "CONFIRMATIONS_REGISTERED", "BUDGET_UNITS"]
+           "JUDGED_PATH", "CONFIRMATIONS_REGISTERED", "BUDGET_UNITS", "UNCONFIRMED",
+           "confirmation_status"]
 
 _REPO = Path(__file__).resolve().parents[3]
 
@@ -327,6 +328,34 @@ def stamp(doc: dict, claim_ids) -> dict:
     for cid in ids:
         claim(cid)
     return {**doc, "claims": {cid: definition_hash(cid) for cid in ids}}
+
+
+#: The judged claims without a confirmatory run, and why (every registered claim is either
+#: here or in :data:`CONFIRMATIONS`; the exploratory ``evidence.x.*`` are post hoc by
+#: definition and judged only as such).
+UNCONFIRMED: dict[str, str] = {
+    "large_models.logit-tools": "registered (6418995) before its first run; not re-run",
+    "large_models.qk-norm": "the eight-seed registration (6418995) preceded the eight-seed "
+                            "re-run but not the first run of seeds 0-4, with the same "
+                            "threshold; a fresh eight-seed ladder (about 30 CPU minutes) "
+                            "was not run",
+    "large_models.time": "timing rounds on one CPU, not seeds: a fresh sample would time "
+                         "another machine's load, not the claim's kernels",
+}
+
+
+def confirmation_status(chapter: str) -> list[str]:
+    """One line per registered claim of ``chapter``: ``<id>: confirmatory (<file>)`` or
+    ``<id>: not confirmed: <reason>`` (exploratory claims: ``exploratory (post hoc)``)."""
+    out = []
+    for c in family(chapter):
+        if c.exploratory:
+            out.append(f"{c.id}: exploratory (post hoc)")
+        elif c.id in _CONFIRMATIONS:
+            out.append(f"{c.id}: confirmatory ({_CONFIRMATIONS[c.id].results})")
+        else:
+            out.append(f"{c.id}: not confirmed: {UNCONFIRMED[c.id]}")
+    return out
 
 
 _CONFIRMATIONS = {c.claim_id: c for c in CONFIRMATIONS}
