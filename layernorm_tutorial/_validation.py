@@ -1,7 +1,9 @@
 """Argument checks shared by the functional, autograd and nn layers.
 
 Every check raises the exception type torch raises for the same mistake, with a message that
-names the offending argument and says what was expected.
+names the offending argument and says what was expected. Where torch has no check of its own
+and returns instead, the docstring of the check says so (a negative ``eps``, ``as_eps``;
+complex input to ``rms_norm``, ``check_tensor``).
 """
 
 from __future__ import annotations
@@ -20,10 +22,18 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def check_tensor(value, name: str) -> None:
+    """``value`` must be a floating-point tensor.
+
+    Not a tensor: TypeError. An integer, bool or complex tensor: NotImplementedError, the
+    type of torch's "not implemented for 'Long'" (a RuntimeError subclass) for every norm
+    here. One exception in torch: its composite ``rms_norm`` returns a complex result,
+    ``x / sqrt(mean(x**2) + eps)`` with complex squares (not ``|x|**2``), which is no
+    normalization; the package refuses it like the other dtypes."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if not (value.is_floating_point()):
-        raise RuntimeError(f"{name} must have a floating-point dtype, got {value.dtype}")
+        raise NotImplementedError(
+            f"{name} must have a floating-point dtype, got {value.dtype}")
 
 
 def _is_integer(value) -> bool:
@@ -55,6 +65,23 @@ def as_int(value, name: str, minimum: int | None = None, error=RuntimeError) -> 
     return number
 
 
+class NumGroupsZeroError(ZeroDivisionError, RuntimeError):
+    """``num_groups=0``. torch's ``group_norm`` fails there with a bare ZeroDivisionError
+    (it divides the channel count by ``num_groups``); this subclass of it carries a message
+    naming the argument and is also the RuntimeError that a negative count raises."""
+
+
+def as_num_groups(num_groups) -> int:
+    """``num_groups`` of ``group_norm`` as a positive Python int (the rule of
+    :func:`as_int`): 0 raises :class:`NumGroupsZeroError` (a ZeroDivisionError, torch's
+    type), a negative count RuntimeError (torch's type)."""
+    number = as_int(num_groups, "num_groups")
+    if number <= 0:
+        error = NumGroupsZeroError if number == 0 else RuntimeError
+        raise error(f"num_groups must be a positive int, got {number}")
+    return number
+
+
 def as_shape(normalized_shape) -> tuple[int, ...]:
     """Turn an int, a NumPy integer, or a sequence of them (list, tuple, torch.Size) into a
     tuple of Python ints: the one rule for ``normalized_shape`` in the whole package."""
@@ -71,11 +98,14 @@ def as_shape(normalized_shape) -> tuple[int, ...]:
 
 
 def check_normalized_shape(input: torch.Tensor, shape: tuple[int, ...]) -> None:
-    """The trailing dimensions of ``input`` must equal ``normalized_shape``."""
+    """The trailing dimensions of ``input`` must equal ``normalized_shape``.
+
+    A size of 0 is allowed, as in torch: ``layer_norm(torch.empty(3, 0), (0,))`` returns an
+    empty tensor. A negative size raises RuntimeError (torch's type)."""
     if len(shape) == 0:
         raise RuntimeError("normalized_shape must have at least one dimension, got []")
-    if any(d <= 0 for d in shape):
-        raise RuntimeError(f"normalized_shape must be positive, got {list(shape)}")
+    if any(d < 0 for d in shape):
+        raise RuntimeError(f"normalized_shape must hold sizes >= 0, got {list(shape)}")
     if input.dim() < len(shape) or tuple(input.shape[input.dim() - len(shape):]) != shape:
         raise RuntimeError(
             f"Given normalized_shape={list(shape)}, expected input with shape "
