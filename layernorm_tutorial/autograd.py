@@ -201,6 +201,13 @@ def _sum_leading(t, n_leading: int):
     return t.sum(tuple(range(n_leading))) if n_leading else t
 
 
+def _rms_rstd(x, dims, eps):
+    """``1 / sqrt(mean(x**2) + eps)`` over ``dims``, correct also where the mean square
+    overflows (:func:`~layernorm_tutorial.functional.inverse_rms`), as in
+    :func:`~layernorm_tutorial.functional.rms_norm`."""
+    return functional.inverse_rms(x, (x * x).mean(dims, keepdim=True), dims, eps)
+
+
 class RMSNormFunction(torch.autograd.Function):
     """RMS norm over the trailing ``len(normalized_shape)`` dims with the backward of
     :func:`rms_norm_backward`; twice differentiable like :class:`LayerNormFunction`."""
@@ -210,7 +217,7 @@ class RMSNormFunction(torch.autograd.Function):
         dims = tuple(range(input.dim() - len(normalized_shape), input.dim()))
         x = input.to(compute_dtype(input.dtype))
         eps = torch.finfo(x.dtype).eps if eps is None else eps
-        rstd = torch.rsqrt((x * x).mean(dims, keepdim=True) + eps)   # (*, 1, ..., 1)
+        rstd = _rms_rstd(x, dims, eps)                                # (*, 1, ..., 1)
         norm = x * rstd                                               # like input
         out = norm * weight.to(x.dtype) if weight is not None else norm
         ctx.save_for_backward(input, weight, norm, rstd)
@@ -223,7 +230,7 @@ class RMSNormFunction(torch.autograd.Function):
         dims = ctx.dims
         if torch.is_grad_enabled():  # create_graph: recompute with a graph back to the input
             x = input.to(norm.dtype)
-            rstd = torch.rsqrt((x * x).mean(dims, keepdim=True) + ctx.eps)
+            rstd = _rms_rstd(x, dims, ctx.eps)
             norm = x * rstd
         g = dout.to(norm.dtype)
         w = weight.to(norm.dtype) if weight is not None else None

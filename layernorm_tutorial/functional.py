@@ -27,6 +27,9 @@ One core does the statistics for all of them: :func:`standardize` (mean, biased 
 ``rstd``, :math:`\hat{x}`), wrapped for layer norm by :func:`layer_norm_forward`, which
 returns ``(out, cache)`` as the backward pass wants it. Batch and instance norm update their
 running statistics with :func:`~layernorm_tutorial.running_stats.update_running_stats`.
+``rstd`` comes from :func:`inverse_rms`, which stays correct where the variance overflows
+(fp32 rows whose values lie about 1e19 or more from their mean, where torch's kernels return
+zeros or NaN): every finite input whose centred values are finite is normalized correctly.
 
 fp16 and bf16 inputs are computed in fp32 and returned in the input's dtype. Parameters and
 running statistics must have the input's dtype, or fp32 for fp16/bf16 inputs, as torch's
@@ -35,13 +38,14 @@ CPU kernels require (RuntimeError otherwise); ``rms_norm`` casts instead, as tor
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from ._validation import (
     as_eps,
-    as_int,
+    as_num_groups,
     as_shape,
     check_batch_norm_args,
     check_channels_input,
@@ -57,8 +61,8 @@ from ._validation import (
 )
 from .running_stats import update_running_stats
 
-__all__ = ["moments", "NormCache", "standardize", "layer_norm_forward", "layer_norm",
-           "batch_norm", "group_norm", "instance_norm", "rms_norm", "dyt"]
+__all__ = ["moments", "inverse_rms", "NormCache", "standardize", "layer_norm_forward",
+           "layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm", "dyt"]
 
 
 def moments(x: torch.Tensor, dims: tuple[int, ...]):
@@ -83,6 +87,62 @@ def moments(x: torch.Tensor, dims: tuple[int, ...]):
     return mean, xshift, var
 
 
+def _large_rstd(dtype: torch.dtype) -> float:
+    """Below this ``rstd`` :func:`inverse_rms` rescales: :math:`2^{-e/4}` for the largest
+    binary exponent ``e`` of ``dtype`` (:math:`2^{-32}` in fp32, :math:`2^{-256}` in fp64),
+    i.e. rows whose root mean square passes about 4.3e9 in fp32."""
+    return 2.0 ** -(math.frexp(torch.finfo(dtype).max)[1] // 4)
+
+
+def inverse_rms(values: torch.Tensor, mean_square: torch.Tensor, dims: tuple[int, ...],
+                eps: float) -> torch.Tensor:
+    r"""``1 / sqrt(mean_square + eps)`` where ``mean_square = mean(values**2)`` over
+    ``dims`` (size 1 along them), correct (value and gradient) also for very large rows.
+
+    ``values`` is the centred input for layer, group, batch and instance norm (then
+    ``mean_square`` is the variance) and the input itself for RMS norm. Two things fail
+    for large rows in plain ``rsqrt(mean_square + eps)``:
+
+    - the squares overflow once the root mean square of ``values`` passes
+      :math:`\sqrt{\max}` (about 1.8e19 in fp32, 1.3e154 in fp64): ``rsqrt(inf)`` is 0 and
+      the row normalizes to zeros, as torch's fp32 kernels do (zeros, or NaN from about
+      5e19);
+    - autograd's ``rsqrt`` backward forms :math:`\mathrm{rstd}^3`, which underflows in fp32
+      once the root mean square passes about 1e13: the gradient loses the variance term (half
+      of it wrong at 1e16).
+
+    So rows whose ``rstd`` is below :math:`2^{-32}` (root mean square above about 4.3e9;
+    :math:`2^{-256}` in fp64), or 0, are recomputed from ``values`` scaled by the power of
+    two :math:`s = 2^{-e}` that brings their largest magnitude into :math:`[0.5, 1)`
+    (``e >= 0``, taken without gradient; a power of two scales exactly):
+
+    .. math:: \mathrm{rstd} = s \big/ \sqrt{\mathrm{mean}\big((s v)^2\big) + s^2\epsilon}.
+
+    Every other row keeps ``rsqrt(mean_square + eps)`` bit for bit (NaN stays NaN). In eager
+    mode the rescaling runs only when some row needs it (one check, the smallest ``rstd``;
+    on a GPU it waits for the device); under ``torch.compile`` it is computed branch-free
+    with ``torch.where`` (no data-dependent branch in the graph). The range then ends where
+    ``values`` itself overflows (differences of about 3.4e38 in fp32: NaN, as in torch);
+    above about 1e37 in fp32 ``rstd`` is subnormal and keeps fewer bits. Differentiable by
+    autograd.
+    """
+    rstd = torch.rsqrt(mean_square + eps)                 # size 1 along dims
+    threshold = _large_rstd(rstd.dtype)
+    if values.numel() == 0 or (not torch.compiler.is_compiling()
+                               and rstd.amin().item() >= threshold):
+        return rstd             # no large row (a NaN row makes amin NaN: the general path)
+    large = rstd < threshold                              # includes overflow: rstd == 0
+    magnitude = values.detach().abs().amax(dims, keepdim=True)
+    exponent = torch.frexp(magnitude).exponent.clamp_min(0)   # magnitude < 2**exponent
+    scale = torch.where(large, torch.ldexp(torch.ones_like(magnitude), -exponent), 1.0)
+    scaled = values * scale                               # exact: a power of two
+    small = (scaled * scaled).mean(dims, keepdim=True)    # mean_square * scale**2
+    # ones on the other rows, so that no inf or NaN reaches autograd through torch.where
+    small = torch.where(large, small, torch.ones_like(small))
+    rescaled = torch.rsqrt(small + eps * scale * scale) * scale
+    return torch.where(large, rescaled, rstd)
+
+
 @dataclass(frozen=True)
 class NormCache:
     """What the backward pass needs from the forward (llm.c's ``cache``), plus ``var`` for
@@ -101,11 +161,12 @@ def standardize(x: torch.Tensor, dims: tuple[int, ...], eps: float) -> NormCache
               \mathrm{rstd} = 1/\sqrt{\sigma^2 + \epsilon}
 
     with :math:`\mu, \sigma^2` the mean and biased variance over ``dims`` (from
-    :func:`moments`). No argument checks, no affine step, no dtype change: callers cast to
-    the compute dtype first. Differentiable by autograd.
+    :func:`moments`) and ``rstd`` from :func:`inverse_rms` (correct also where
+    :math:`\sigma^2` overflows; ``var`` is then inf). No argument checks, no affine step, no
+    dtype change: callers cast to the compute dtype first. Differentiable by autograd.
     """
     mean, xshift, var = moments(x, dims)                  # mean, var: size 1 along dims
-    rstd = torch.rsqrt(var + eps)                         # eps inside the square root
+    rstd = inverse_rms(xshift, var, dims, eps)            # eps inside the square root
     return NormCache(mean, var, rstd, xshift * rstd)      # norm: shape of x
 
 
@@ -142,6 +203,14 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     with :math:`\mu, \sigma^2` the mean and biased variance over the ``H = prod(normalized_shape)``
     trailing elements of each row (one pair per row, shared by all its features).
     Parameters must have the input's dtype (or fp32 for fp16/bf16 input), as torch requires.
+
+    Range: correct, output and autograd gradient, to the rounding of the compute dtype, for
+    every finite row whose centred values :math:`x_i - \mu` are finite, also where
+    :math:`\sigma^2` overflows (fp32 rows about 1e19 or more from their mean, where torch
+    returns zeros or NaN; see :func:`inverse_rms`). With ``eps=0``, as in torch, a constant
+    row gives NaN, fp32 rows whose spread is below about 1e-19 lose precision (their squares
+    are subnormal) and those below about 4e-23 give inf or NaN (the squares underflow to 0).
+    A size-0 ``normalized_shape`` gives an empty output, as in torch.
     """
     return layer_norm_forward(input, normalized_shape, weight, bias, eps)[0]
 
@@ -192,15 +261,28 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     dims = (0,) + tuple(range(2, input.dim()))
     x = input.to(compute_dtype(input.dtype))              # (N, C, *)
     if training:
-        cache = standardize(x, dims, eps)                 # mean, rstd: (1, C, 1, ...)
-        update_running_stats(running_mean, running_var, cache.mean, cache.var,
+        mean, xshift, var = moments(x, dims)              # mean, var: (1, C, 1, ...)
+        update_running_stats(running_mean, running_var, mean, var,
                              input.numel() // input.shape[1], momentum)
-        norm = cache.norm
+        norm = xshift * _batch_rstd(xshift, var, dims, eps)
     else:
         mean = _channel_view(running_mean.to(x.dtype), x.dim())
         var = _channel_view(running_var.to(x.dtype), x.dim())
         norm = (x - mean) * torch.rsqrt(var + eps)
     return _channel_affine(norm, weight, bias).to(input.dtype)
+
+
+def _batch_rstd(xshift, var, dims, eps: float) -> torch.Tensor:
+    """``rstd`` from batch statistics by torch's rule (ATen's ``InvStd``): with ``eps == 0``
+    a zero variance gives ``rstd = 0`` instead of ``1/0``, so a constant channel normalizes
+    to 0 (the output is the bias) where layer and group norm give NaN. Only instance norm
+    reaches it: training-mode ``batch_norm`` refuses ``eps = 0``."""
+    if eps != 0:
+        return inverse_rms(xshift, var, dims, eps)
+    zero = var == 0
+    # ones where var == 0, so that no 1/0 reaches autograd through torch.where
+    rstd = inverse_rms(xshift, torch.where(zero, torch.ones_like(var), var), dims, eps)
+    return torch.where(zero, torch.zeros_like(rstd), rstd)
 
 
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
@@ -211,11 +293,14 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
 
     Viewing the input as ``(N, G, C/G * prod(*))``, each of the ``N*G`` rows is normalized
     like layer norm, then a per-channel affine map is applied. ``G = 1`` is layer norm over
-    ``(C, *)`` with per-channel affine; ``G = C`` is instance norm.
+    ``(C, *)`` with per-channel affine; ``G = C`` is instance norm (except with ``eps=0``:
+    a constant group gives NaN here, as in torch, 0 in :func:`instance_norm`).
+
+    ``num_groups=0`` raises ZeroDivisionError, torch's type (with a message naming it).
     """
     check_tensor(input, "input")
     check_channels_input(input, "group_norm")
-    num_groups = as_int(num_groups, "num_groups", minimum=1)
+    num_groups = as_num_groups(num_groups)
     n, c = input.shape[:2]
     if c % num_groups != 0:
         raise RuntimeError(
@@ -249,7 +334,13 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 
     Implemented as torch does: batch norm on the input viewed as ``(1, N*C, *)`` (each
     sample-channel pair becomes its own channel); running statistics, when given, are updated
-    with the average over the batch of the per-instance updates.
+    with the average over the batch of the per-instance updates. So, as in torch, with
+    ``eps=0`` and ``use_input_stats=True`` a constant channel normalizes to 0 (the output is
+    its bias), not to NaN as in layer and group norm: batch norm's rule, ``rstd = 0`` for a
+    zero variance when ``eps == 0``. With running statistics (``use_input_stats=False``) a
+    zero running variance and ``eps=0`` give non-finite values, as in torch (here ``inf``,
+    or NaN where ``x`` equals the running mean; torch folds the statistics into one scale
+    and shift per channel and gives NaN on the whole channel).
     """
     check_instance_norm_args(input, running_mean, running_var, weight, bias,
                              use_input_stats, momentum, eps)
@@ -283,7 +374,10 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 
     ``eps=None`` means the machine epsilon of the compute dtype (fp32 for fp16/bf16 inputs),
     as in torch. Squares are taken in the compute dtype, so fp16 inputs near 300 (whose
-    squares overflow fp16) stay finite.
+    squares overflow fp16) stay finite, and where they overflow the compute dtype too
+    (fp32 rows with a root mean square of about 1.8e19 or more, which torch normalizes to
+    zeros) ``rstd`` is computed from scaled values (:func:`inverse_rms`): correct for every
+    finite input. A size-0 ``normalized_shape`` gives an empty output, as in torch.
 
     Mixed dtypes are allowed, as in torch's CPU ``rms_norm`` (the one norm that does not
     refuse them): the weight is cast to the input's compute dtype and the output has the
@@ -299,7 +393,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     if eps is None:
         eps = torch.finfo(x.dtype).eps
     mean_square = (x * x).mean(dims, keepdim=True)       # (*, 1, ..., 1)
-    out = x * torch.rsqrt(mean_square + eps)
+    out = x * inverse_rms(x, mean_square, dims, eps)
     if weight is not None:
         out = out * weight.to(x.dtype)
     return out.to(input.dtype)

@@ -402,10 +402,14 @@ def test_num_groups_that_is_not_an_integer_is_a_type_error_like_torch(kind):
 def test_negative_num_groups_raises_like_torch():
     with pytest.raises(RuntimeError):
         TF.group_norm(x(2, 4, 3), -1)
-    for groups in (-1, 0, np.int64(0)):  # torch: ZeroDivisionError for 0, a crash
+    for groups in (-1, 0, np.int64(0)):  # torch: ZeroDivisionError for a Python 0
         with pytest.raises(RuntimeError, match=rf"^num_groups must be a positive int, "
                                                 rf"got {int(groups)}$"):
             F.group_norm(x(2, 4, 3), groups)
+    with pytest.raises(ZeroDivisionError):
+        TF.group_norm(x(2, 4, 3), 0)
+    with pytest.raises(ZeroDivisionError, match=r"^num_groups must be a positive int, got 0$"):
+        F.group_norm(x(2, 4, 3), 0)
     with pytest.raises(RuntimeError):
         torch.nn.BatchNorm1d(-1)
     with pytest.raises(RuntimeError, match=r"^num_features must be an int >= 0, got -1$"):
