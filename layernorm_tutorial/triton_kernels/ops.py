@@ -156,6 +156,13 @@ def layer_norm_forward(x2d: torch.Tensor, weight: torch.Tensor | None,
     has the input's dtype. ``weight`` and ``bias`` are (N,) or None. Pass ``out``, ``mean``,
     ``rstd`` to reuse buffers; ``max_block_n`` (a power of two) lets tests force the chunked
     path on short rows; ``config`` overrides ``launch_config`` (tuning runs).
+
+    Range (float32 statistics, as torch's kernels): the row's sum and the sum of squares of
+    ``x - mean`` must be finite in float32. Once ``sqrt(sum((x - mean)**2))`` passes about
+    1.8e19 (``sqrt`` of float32's largest value, e.g. every value 1e19 from the mean in a
+    row of 4), ``var`` overflows, ``rstd`` is 0 and the row comes out as the bias (zeros
+    without one), silently; a row whose sum overflows gives NaN.
+    ``functional.layer_norm`` stays correct there (``functional.inverse_rms``).
     """
     m, n = x2d.shape
     if x2d.stride(1) != 1 and n > 1:
@@ -398,7 +405,13 @@ def layer_norm(input: torch.Tensor, normalized_shape: int | Sequence[int],
     variance, statistics in float32. Input dtypes float32, float16, bfloat16; the output has
     the input's dtype and shape (contiguous). Differentiable in input, weight and bias.
     Arguments are checked by the same rules as ``functional.layer_norm``
-    (``_validation.check_layer_norm_args``: shapes, mixed dtypes, ``eps >= 0``).
+    (``_validation.check_layer_norm_args``: shapes, mixed dtypes, ``eps >= 0``; a size-0
+    ``normalized_shape`` gives an empty output, as in torch).
+
+    Range: float32 statistics overflow, silently, once a row's
+    ``sqrt(sum((x - mean)**2))`` passes about 1.8e19: its ``rstd`` is 0 and the row comes
+    out as ``bias`` (zeros without one), where torch's kernels give zeros or NaN and
+    ``functional.layer_norm`` the correct values; see ``layer_norm_forward``.
     """
     shape, eps = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
     _check_device_and_dtype(input, weight=weight, bias=bias)
