@@ -198,19 +198,20 @@ def _evidence(seeds, tuning, workers: int, tiny: bool) -> tuple[dict, dict]:
 # ---- large_models ---------------------------------------------------------------------------
 
 def _lm_job(job: tuple):
+    """``("accuracy", norm, lr, seed, alpha_init, steps)`` or ``("deepnorm", arm, seed,
+    num_layers, steps, lr, warmup_steps)``; single-threaded."""
     import torch
 
     torch.set_num_threads(1)
     if job[0] == "accuracy":
         from layernorm_tutorial.lab.large_models import comparisons as cmp
 
-        _, norm, lr, seed, alpha = job
-        return cmp.norm_run(norm, lr, seed, alpha_init=alpha)["accuracy"]
+        _, norm, lr, seed, alpha, steps = job
+        return cmp.norm_run(norm, lr, seed, steps, alpha_init=alpha)["accuracy"]
     from layernorm_tutorial.lab.large_models import deepnorm
 
-    _, arm, seed, s = job
-    r = deepnorm.deepnorm_run(arm, s["num_layers"], seed, steps=s["steps"], lr=s["lr"],
-                              warmup_steps=s["warmup_steps"])
+    _, arm, seed, layers, steps, lr, warmup = job
+    r = deepnorm.deepnorm_run(arm, layers, seed, steps=steps, lr=lr, warmup_steps=warmup)
     return {"loss": [float(v) for v in r["loss"]], "final_loss": r["final_loss"],
             "accuracy": r["accuracy"]}
 
@@ -223,27 +224,29 @@ def _large_models(seeds, tuning, workers: int, tiny: bool) -> tuple[dict, dict]:
     earlier = earlier_document("large_models_results.json")
     chosen = {n: float(lr) for n, lr in earlier["comparisons"]["main"]["lr"].items()}
     dn = {**DEEPNORM_SETTINGS, "seeds": list(seeds)}
+    steps = earlier["comparisons"]["main"]["steps"]
     if tiny:
-        dn = {**dn, "num_layers": 2, "steps": 3}
-    jobs = [("accuracy", n, chosen[n], s, 0.5) for n in cmp.NORMS for s in seeds]
-    jobs += [("accuracy", "dyt", chosen["dyt"], s, a) for a in cmp.ALPHAS if a != 0.5
+        dn, steps = {**dn, "num_layers": 2, "steps": 3}, 3
+    deep = (dn["num_layers"], dn["steps"], dn["lr"], dn["warmup_steps"])
+    jobs = [("accuracy", n, chosen[n], s, 0.5, steps) for n in cmp.NORMS for s in seeds]
+    jobs += [("accuracy", "dyt", chosen["dyt"], s, a, steps) for a in cmp.ALPHAS if a != 0.5
              for s in seeds]
-    jobs += [("deepnorm", arm, s, dn) for arm in deepnorm.ARMS for s in seeds]
+    jobs += [("deepnorm", arm, s, *deep) for arm in deepnorm.ARMS for s in seeds]
     done = dict(zip(jobs, run_jobs(_lm_job, jobs, workers, desc="large_models confirmatory"),
                     strict=True))
-    accuracy = {n: [done[("accuracy", n, chosen[n], s, 0.5)] for s in seeds]
+    accuracy = {n: [done[("accuracy", n, chosen[n], s, 0.5, steps)] for s in seeds]
                 for n in cmp.NORMS}
     alpha = {str(a): (accuracy["dyt"] if a == 0.5 else
-                      [done[("accuracy", "dyt", chosen["dyt"], s, a)] for s in seeds])
+                      [done[("accuracy", "dyt", chosen["dyt"], s, a, steps)] for s in seeds])
              for a in cmp.ALPHAS}
     body = {"comparisons": {
                 "main": {"tuning_seeds": earlier["comparisons"]["main"]["tuning_seeds"],
                          "reported_seeds": list(seeds), "lr": chosen, "accuracy": accuracy,
                          "lr_rule": "kept: comparisons.main.lr of large_models_results.json",
-                         "steps": earlier["comparisons"]["main"]["steps"]},
+                         "steps": steps},
                 "alpha": {"accuracy": alpha, "lr": chosen["dyt"], "seeds": list(seeds)}},
             "deepnorm": {"settings": dn,
-                         "runs": {arm: [done[("deepnorm", arm, s, dn)] for s in seeds]
+                         "runs": {arm: [done[("deepnorm", arm, s, *deep)] for s in seeds]
                                   for arm in deepnorm.ARMS}}}
     return body, {"of": "python -m layernorm_tutorial.lab.large_models",
                   "sections": ["comparisons", "deepnorm"], "deepnorm": dn,
