@@ -40,6 +40,21 @@ def test_a_plan_writes_its_seeds_stamp_and_provenance(tmp_path):
     assert err.value.code == 2
 
 
+@pytest.mark.parametrize("plan", ["principles", "rnn", "large_models"])
+def test_smoke_runs_of_the_other_plans_use_the_registered_seeds(plan, tmp_path):
+    doc, summary = runs.run_plan(plan, workers=1, tiny=True)
+    tuning, seeds = runs.plan_seeds(plan)
+    assert doc["claims"] == {cid: C.confirmation_hash(cid) for cid in runs.plan_claims(plan)}
+    assert str(list(seeds)) in summary and doc["config"]["tiny"] is True
+    if plan == "principles":
+        assert doc["reported_seeds"] == list(seeds) and doc["tuning_seeds"] == list(tuning)
+    elif plan == "rnn":
+        assert {r["seed"] for r in doc["runs"]} == set(seeds)
+    else:
+        pairs = verdicts.large_models_pairs(conf=doc)
+        assert len(pairs) == 7 and all(p.confirmatory.n == len(seeds) for p in pairs)
+
+
 def test_the_command_refuses_an_unknown_plan_and_a_tiny_run_into_the_book(capsys):
     with pytest.raises(SystemExit) as err:
         main(["bogus"])
