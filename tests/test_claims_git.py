@@ -277,6 +277,25 @@ def test_first_data_and_judged_commits_changed_their_files():
 
 
 @needs_history
+def test_recorded_registrations_and_data_commits_match_git():
+    """Each recorded registration commit exists with the recorded date, and each data
+    commit of the sidecar changed its file."""
+    for c in C.CLAIMS:
+        if c.registered is None:
+            continue
+        commit, date = c.registered
+        out = _git(REPO, "show", "-s", "--format=%aI", commit)
+        assert out.returncode == 0, f"{c.id}: commit {commit} not in the history"
+        assert out.stdout.strip() == date, f"{c.id}: {commit} is dated {out.stdout.strip()}"
+    for name, rec in C.JUDGED.items():
+        commit, date = rec["data_commit"]
+        assert _git(REPO, "show", "-s", "--format=%aI", commit).stdout.strip() == date, name
+        log = _git(REPO, "log", "--format=%h", "--", f"book/data/{name}").stdout.split()
+        assert any(h.startswith(commit) or commit.startswith(h) for h in log), (
+            f"{name}: {commit} did not change the file")
+
+
+@needs_history
 def test_an_edited_threshold_fails_even_with_its_hash(monkeypatch):
     """The tamper of the audit (threshold and its stored hash edited together): the hash
     guard is satisfied, the registration in git is not."""
