@@ -266,6 +266,12 @@ CONFIRMATIONS: tuple[Confirmation, ...] = (
     Confirmation("large_models.deepnorm", CONFIRMATORY_SEEDS,
                  "fixed, not tuned: lr 0.01, 60 steps, 10 warm-up steps",
                  "large_models_confirmatory.json"),
+    # registered later (2026-11-28, after the first batch had run): eight fresh seeds, as
+    # many as the claim's ladder registers; arms none and rmsnorm only
+    Confirmation("large_models.qk-norm", (101, 102, 103, 104, 105, 106, 107, 108),
+                 "none tuned: the ladder's rates (0.01 ... 1), 150 steps and 10 warm-up steps "
+                 "of large_models_results.json's qk_norm settings",
+                 "large_models_qk_confirmatory.json"),
 )
 
 _BY_ID = {c.id: c for c in CLAIMS}
@@ -335,10 +341,6 @@ def stamp(doc: dict, claim_ids) -> dict:
 #: definition and judged only as such).
 UNCONFIRMED: dict[str, str] = {
     "large_models.logit-tools": "registered (6418995) before its first run; not re-run",
-    "large_models.qk-norm": "the eight-seed registration (6418995) preceded the eight-seed "
-                            "re-run but not the first run of seeds 0-4, with the same "
-                            "threshold; a fresh eight-seed ladder (about 30 CPU minutes) "
-                            "was not run",
     "large_models.time": "timing rounds on one CPU, not seeds: a fresh sample would time "
                          "another machine's load, not the claim's kernels",
 }
