@@ -94,6 +94,17 @@ def _large_rstd(dtype: torch.dtype) -> float:
     return 2.0 ** -(math.frexp(torch.finfo(dtype).max)[1] // 4)
 
 
+def _branch_free(t: torch.Tensor) -> bool:
+    """True where :func:`inverse_rms` must not read a value to choose its path: under
+    ``torch.compile`` (a data-dependent branch would split the graph), inside a
+    ``torch.func`` transform (``vmap`` cannot read a value; functorch's interpreter stack,
+    a private API, is not empty there) and on the meta device (no values)."""
+    if torch.compiler.is_compiling() or t.is_meta:
+        return True
+    peek = getattr(torch._C._functorch, "peek_interpreter_stack", None)
+    return peek is not None and peek() is not None
+
+
 def inverse_rms(values: torch.Tensor, mean_square: torch.Tensor, dims: tuple[int, ...],
                 eps: float) -> torch.Tensor:
     r"""``1 / sqrt(mean_square + eps)`` where ``mean_square = mean(values**2)`` over
@@ -120,15 +131,15 @@ def inverse_rms(values: torch.Tensor, mean_square: torch.Tensor, dims: tuple[int
 
     Every other row keeps ``rsqrt(mean_square + eps)`` bit for bit (NaN stays NaN). In eager
     mode the rescaling runs only when some row needs it (one check, the smallest ``rstd``;
-    on a GPU it waits for the device); under ``torch.compile`` it is computed branch-free
-    with ``torch.where`` (no data-dependent branch in the graph). The range then ends where
-    ``values`` itself overflows (differences of about 3.4e38 in fp32: NaN, as in torch);
-    above about 1e37 in fp32 ``rstd`` is subnormal and keeps fewer bits. Differentiable by
-    autograd.
+    on a GPU it waits for the device); under ``torch.compile``, ``torch.func`` transforms
+    (``vmap``) and on the meta device it is computed branch-free with ``torch.where``.
+    The range then ends where ``values`` itself overflows (differences of about 3.4e38 in
+    fp32: NaN, as in torch); above about 1e37 in fp32 ``rstd`` is subnormal and keeps fewer
+    bits. Differentiable by autograd.
     """
     rstd = torch.rsqrt(mean_square + eps)                 # size 1 along dims
     threshold = _large_rstd(rstd.dtype)
-    if values.numel() == 0 or (not torch.compiler.is_compiling()
+    if values.numel() == 0 or (not _branch_free(rstd)
                                and rstd.amin().item() >= threshold):
         return rstd             # no large row (a NaN row makes amin NaN: the general path)
     large = rstd < threshold                              # includes overflow: rstd == 0

@@ -337,6 +337,15 @@ def test_branch_free_repair_used_under_torch_compile_gives_the_same_values(monke
     assert_close(branch_free.double(), reference, "output", dtype=torch.float32)
 
 
+def test_vmap_and_meta_tensors_take_the_branch_free_path():
+    """``vmap`` cannot read a value (``.item()``) and meta tensors have none: the rescaling
+    is computed branch-free there, with the same values as in eager mode."""
+    x = torch.cat([randn((3, 8), seed=15).float(), _large_rows(1e25, (1, 8))])
+    for fn in (F.layer_norm, F.rms_norm):
+        assert torch.equal(torch.func.vmap(lambda row, f=fn: f(row, (8,)))(x), fn(x, (8,)))
+        assert fn(x.to("meta"), (8,)).shape == x.shape
+
+
 def test_functional_layer_and_rms_norm_trace_without_graph_break():
     """The eager-mode check (``rstd.amin().item()``) must not split a torch.compile graph
     (without the ``is_compiling`` guard it splits it 4 times). A guard."""
