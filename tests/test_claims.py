@@ -95,6 +95,12 @@ def test_confirmatory_files_are_registered_first_only_when_their_runs_started_la
     assert C.registration_note("rnn.race", doc).endswith("registered after the runs started")
     with pytest.raises(KeyError, match="start date"):
         C.registration_note("rnn.race", {"confirmatory": True})
+    # a plan registered later prints its own registration and its own seeds
+    later, later_date = C.confirmation_registered("large_models.qk-norm")
+    assert later != commit and later_date > date
+    doc["started"]["date"] = "2030-01-01T00:00:00+00:00"
+    note = C.registration_note("large_models.qk-norm", doc)
+    assert f"({later})" in note and "seeds 101-108: registered first" in note
 
 
 def test_every_confirmation_uses_seeds_no_results_file_used_before():
@@ -135,7 +141,7 @@ def test_stored_confirmatory_runs_carry_their_hash_machine_and_start(plan):
     assert doc["claims"][plan.claim_id] == C.confirmation_hash(plan.claim_id), (
         f"{plan.claim_id}: the confirmatory definition changed after {plan.results} ran")
     assert doc["machine"]["cpu"] and doc["machine"]["torch"] and doc["versions"]["torch"]
-    assert doc["started"]["date"] > C.CONFIRMATIONS_REGISTERED[1]
+    assert doc["started"]["date"] > C.confirmation_registered(plan.claim_id)[1]
     assert doc["registration"][plan.claim_id]["seeds"] == list(plan.seeds)
 
 
@@ -150,7 +156,7 @@ def test_confirmation_hash_covers_the_plan_and_the_claim(monkeypatch):
     monkeypatch.setitem(C._BY_ID, "rnn.race", C.Claim(**{**entry.__dict__, "threshold": 0.03}))
     assert C.confirmation_hash("rnn.race") != before
     with pytest.raises(KeyError, match="no registered confirmatory run"):
-        C.confirmation("large_models.qk-norm")
+        C.confirmation("large_models.logit-tools")
 
 
 def test_every_results_file_that_feeds_a_verdict_has_hashes_and_a_machine():

@@ -54,7 +54,8 @@ __all__ = ["Claim", "CLAIMS", "JUDGED", "DISCLOSURES", "claim", "threshold", "pa
            "confirmation_definition", "confirmation_hash", "stamp_confirmatory",
            "confirmation_note", "FIRST_DATA", "LEGACY_SOURCES", "REGISTRY_PATH",
            "JUDGED_PATH", "CONFIRMATIONS_REGISTERED", "BUDGET_UNITS", "UNCONFIRMED",
-           "confirmation_status"]
+           "confirmation_status", "CONFIRMATIONS_REGISTERED_LATER",
+           "confirmation_registered"]
 
 _REPO = Path(__file__).resolve().parents[3]
 
@@ -452,6 +453,16 @@ LEGACY_SOURCES: dict[str, tuple[str, dict[str, str]]] = {
 #: ``(commit, ISO date)`` of the commit that registered :data:`CONFIRMATIONS` (all of
 #: them, before any confirmatory run started), in :data:`REGISTRY_PATH`.
 CONFIRMATIONS_REGISTERED = ("6001863", "2026-11-28T13:29:47+00:00")
+#: Confirmations registered in a later commit: ``{claim id: (commit, ISO date)}``.
+CONFIRMATIONS_REGISTERED_LATER: dict[str, tuple[str, str]] = {
+    "large_models.qk-norm": ("bdd19ed", "2026-11-28T14:00:55+00:00"),
+}
+
+
+def confirmation_registered(claim_id: str) -> tuple[str, str]:
+    """``(commit, ISO date)`` of the commit that registered ``claim_id``'s confirmation."""
+    confirmation(claim_id)
+    return CONFIRMATIONS_REGISTERED_LATER.get(claim_id, CONFIRMATIONS_REGISTERED)
 
 
 #: Thresholds that did not demonstrably precede their data (verdict audit, item 4).
@@ -531,7 +542,7 @@ def confirmation_note(claim_id: str, doc: dict) -> str:
     2026-11-28 13:29 (6001863), runs started 2026-11-28 13:31 (a5f1181) on fresh seeds
     101-105: registered first`` (``registered after the runs started`` otherwise)."""
     c = confirmation(claim_id)
-    commit, reg_date = CONFIRMATIONS_REGISTERED
+    commit, reg_date = confirmation_registered(claim_id)
     started = doc.get("started") or {}
     if not started.get("date"):
         raise KeyError(f"confirmatory results of {claim_id!r} record no start date")

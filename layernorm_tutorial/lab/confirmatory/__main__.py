@@ -1,8 +1,8 @@
 """``python -m layernorm_tutorial.lab.confirmatory PLAN``: run one registered confirmatory plan.
 
 ``PLAN`` is one of ``evidence-side``, ``residual``, ``principles``, ``rnn``, ``evidence``,
-``large_models`` (:data:`~.runs.PLANS`). The runs use the fresh seeds registered in
-``lab.common.claims.CONFIRMATIONS`` and go to the plan's own file
+``large_models``, ``large_models_qk`` (:data:`~.runs.PLANS`). The runs use the fresh seeds
+registered in ``lab.common.claims.CONFIRMATIONS`` and go to the plan's own file
 ``book/data/*_confirmatory.json``, never to the chapter's earlier results file.
 
 Options: ``--out PATH`` (default: the plan's book file), ``--force`` to replace an existing

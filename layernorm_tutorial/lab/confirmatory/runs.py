@@ -253,6 +253,43 @@ def _large_models(seeds, tuning, workers: int, tiny: bool) -> tuple[dict, dict]:
                   "threads per job": 1}
 
 
+def _qk_job(job: tuple) -> list:
+    """``(arm, lr, seed, steps, warmup_steps)``: one run of the QK-norm ladder."""
+    import torch
+
+    from layernorm_tutorial.lab.large_models import qk_norm
+
+    torch.set_num_threads(1)
+    arm, lr, seed, steps, warmup = job
+    r = qk_norm.qk_run(arm, lr, seed, steps=steps, warmup_steps=warmup)
+    return {"loss": [float(v) for v in r["loss"]],
+            "max_logit": [float(v) for v in r["max_logit"]],
+            "final_loss": r["final_loss"], "accuracy": r["accuracy"], "clipped": r["clipped"]}
+
+
+def _large_models_qk(seeds, tuning, workers: int, tiny: bool) -> tuple[dict, dict]:
+    from layernorm_tutorial.lab.large_models.results import QK_SETTINGS
+
+    earlier = earlier_document("large_models_results.json")["qk_norm"]["settings"]
+    lrs, steps, warmup = earlier["lrs"], earlier["steps"], earlier["warmup_steps"]
+    if (lrs, steps, warmup) != (QK_SETTINGS["lrs"], QK_SETTINGS["steps"],
+                                QK_SETTINGS["warmup_steps"]):
+        raise ValueError("the stored QK-norm ladder's settings differ from the package's")
+    if tiny:
+        lrs, steps, warmup = lrs[:2], 3, 1
+    arms = ["none", "rmsnorm"]
+    jobs = [(arm, lr, s, steps, warmup) for arm in arms for lr in lrs for s in seeds]
+    done = dict(zip(jobs, run_jobs(_qk_job, jobs, workers, desc="QK-norm confirmatory"),
+                    strict=True))
+    settings = {"lrs": list(lrs), "seeds": list(seeds), "steps": steps,
+                "warmup_steps": warmup, "arms": arms}
+    runs = {arm: {str(lr): [done[(arm, lr, s, steps, warmup)] for s in seeds] for lr in lrs}
+            for arm in arms}
+    return ({"qk_norm": {"settings": settings, "runs": runs}},
+            {"of": "python -m layernorm_tutorial.lab.large_models --sections qk_norm",
+             "qk_norm": settings, "threads per job": 1})
+
+
 #: plan -> (results file, run function); a plan's claims are the confirmations that name
 #: its results file.
 PLANS: dict[str, tuple[str, Callable]] = {
@@ -262,6 +299,7 @@ PLANS: dict[str, tuple[str, Callable]] = {
     "rnn": ("rnn_race_confirmatory.json", _rnn),
     "evidence": ("evidence_confirmatory.json", _evidence),
     "large_models": ("large_models_confirmatory.json", _large_models),
+    "large_models_qk": ("large_models_qk_confirmatory.json", _large_models_qk),
 }
 
 

@@ -26,7 +26,8 @@ from layernorm_tutorial.lab.common.stored_results import BOOK_DATA
 from layernorm_tutorial.lab.common.verdict import HOLM_MARK, holm
 
 __all__ = ["Pair", "load", "evidence_pairs", "principles_pairs", "rnn_pairs",
-           "residual_pairs", "large_models_pairs", "pairs_text", "CHAPTERS"]
+           "residual_pairs", "large_models_pairs", "qk_norm_pairs", "pairs_text",
+           "CHAPTERS"]
 
 
 @dataclass(frozen=True)
@@ -194,10 +195,28 @@ def large_models_pairs(conf: dict | None = None, earlier: dict | None = None,
     return _pairs(judged(conf), judged(earlier), _pts, conf, others)
 
 
+def qk_norm_pairs(conf: dict | None = None, earlier: dict | None = None,
+                  others: Sequence = ()) -> list[Pair]:
+    """The QK-norm ladder verdict (``large_models.qk-norm``: rmsnorm vs none, eight seeds)
+    on its confirmatory ladder, with the stored ladder's verdict beside it."""
+    from layernorm_tutorial.lab.large_models.sweep import summarize_sweep
+
+    cid = "large_models.qk-norm"
+    conf = load(claims.confirmation(cid).results) if conf is None else conf
+    earlier = load(claims.claim(cid).results) if earlier is None else earlier
+
+    def judged(doc):
+        return [("QK-norm (rmsnorm) vs none: largest stable rate",
+                 summarize_sweep(doc["qk_norm"]).judge(cid, "rmsnorm"))]
+
+    return _pairs(judged(conf), judged(earlier), lambda v: v.text(), conf, others)
+
+
 #: chapter -> the function that returns its pairs.
 CHAPTERS: dict[str, Callable[..., list[Pair]]] = {
     "evidence": evidence_pairs, "principles": principles_pairs, "rnn": rnn_pairs,
-    "residual": residual_pairs, "large_models": large_models_pairs}
+    "residual": residual_pairs, "large_models": large_models_pairs,
+    "large_models_qk": qk_norm_pairs}
 
 
 def pairs_text(pairs: Sequence[Pair], width: int = 80) -> str:
