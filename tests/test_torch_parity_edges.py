@@ -339,7 +339,8 @@ def test_branch_free_repair_used_under_torch_compile_gives_the_same_values(monke
 
 def test_vmap_and_meta_tensors_take_the_branch_free_path():
     """``vmap`` cannot read a value (``.item()``) and meta tensors have none: the rescaling
-    is computed branch-free there, with the same values as in eager mode."""
+    is computed branch-free there, with the same values as in eager mode. A guard (the
+    eager check must not reach them)."""
     x = torch.cat([randn((3, 8), seed=15).float(), _large_rows(1e25, (1, 8))])
     for fn in (F.layer_norm, F.rms_norm):
         assert torch.equal(torch.func.vmap(lambda row, f=fn: f(row, (8,)))(x), fn(x, (8,)))
