@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from . import functional
-from ._validation import as_int, as_shape
+from ._validation import NumGroupsZeroError, as_int, as_shape
 from .running_stats import momentum_factor
 
 __all__ = ["LayerNorm", "RMSNorm", "DynamicTanh", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
@@ -130,6 +130,8 @@ class GroupNorm(nn.Module):
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
                  affine: bool = True, device=None, dtype=None, *, bias: bool = True):
         super().__init__()
+        if as_int(num_groups, "num_groups") == 0:  # torch: ZeroDivisionError
+            raise NumGroupsZeroError("num_groups must be a positive int, got 0")
         num_groups = as_int(num_groups, "num_groups", minimum=1, error=ValueError)
         num_channels = as_int(num_channels, "num_channels", minimum=0)
         if num_channels % num_groups != 0:

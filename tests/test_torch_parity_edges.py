@@ -354,3 +354,14 @@ def test_functional_layer_and_rms_norm_trace_without_graph_break():
     for fn in (F.layer_norm, F.rms_norm):
         explanation = torch._dynamo.explain(fn)(x, (8,))
         assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
+def test_group_norm_module_with_zero_groups_raises_torchs_type():
+    import torch
+
+    from layernorm_tutorial import nn as lnn
+
+    with pytest.raises(ZeroDivisionError):
+        torch.nn.GroupNorm(0, 4)
+    with pytest.raises(ZeroDivisionError, match="num_groups"):
+        lnn.GroupNorm(0, 4)

@@ -413,7 +413,12 @@ def rms_norm(input: torch.Tensor, normalized_shape: int | Sequence[int],
     y = x / sqrt(mean(x^2) + eps) * weight over the last ``len(normalized_shape)`` dims of
     ``input`` (``(*, *normalized_shape)``); ``eps=None``: the machine epsilon of the compute
     dtype (float32 for 16-bit inputs), as torch. Output: the input's shape and dtype.
-    Differentiable (twice) in input and weight."""
+    Differentiable (twice) in input and weight.
+
+    Range: the statistics are float32 and overflow, silently, once a row's
+    ``sqrt(sum(x**2))`` passes about 1.8e19 (its sum of squares overflows float32): ``rstd`` is
+    0 and the row comes out as zeros
+    (``functional`` stays correct there: ``functional.inverse_rms``)."""
     shape, eps = _rms_args(input, normalized_shape, weight, eps)
     return FusedNormFunction.apply(input, None, shape, weight, None, eps, True)
 
@@ -423,7 +428,12 @@ def pipelined_layer_norm(input: torch.Tensor, normalized_shape: int | Sequence[i
                          eps: float = 1e-5) -> torch.Tensor:
     """``torch.nn.functional.layer_norm`` by the one-source kernels (persistent, pipelined
     loops; the variant ``IS_RMS=False, HAS_RESIDUAL=False``), next to ``layer_norm`` (the
-    chapter's kernels, measured on the H100) so that the benchmark can compare the two."""
+    chapter's kernels, measured on the H100) so that the benchmark can compare the two.
+
+    Range: the statistics are float32 and overflow, silently, once a row's
+    ``sqrt(sum((x - mean)**2))`` passes about 1.8e19: ``rstd`` is 0 and the row comes out as
+    the bias (zeros without one)
+    (``functional`` stays correct there: ``functional.inverse_rms``)."""
     if eps is None:  # as torch.nn.functional.layer_norm
         raise TypeError("eps must be a real number, got None")
     shape, eps = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
@@ -437,7 +447,12 @@ def add_layer_norm(input: torch.Tensor, residual: torch.Tensor,
     """``(layer_norm(s), s)`` with ``s = input + residual`` (the input's dtype), fused: one
     read of input and residual, one write of ``s`` and of the output. ``residual`` must have
     the input's shape, dtype and device; the rest follows ``torch.nn.functional.layer_norm``.
-    Differentiable (twice) in input, residual, weight and bias."""
+    Differentiable (twice) in input, residual, weight and bias.
+
+    Range: the statistics are float32 and overflow, silently, once a row's
+    ``sqrt(sum((s - mean)**2))`` passes about 1.8e19: ``rstd`` is 0 and the row comes out as
+    the bias (zeros without one)
+    (``functional`` stays correct there: ``functional.inverse_rms``)."""
     if eps is None:  # as torch.nn.functional.layer_norm
         raise TypeError("eps must be a real number, got None")
     shape, eps = check_layer_norm_args(input, normalized_shape, weight, bias, eps)
@@ -452,7 +467,11 @@ def add_rms_norm(input: torch.Tensor, residual: torch.Tensor,
     """``(rms_norm(s), s)`` with ``s = input + residual`` (the input's dtype), fused: 8
     bytes per element in 16-bit instead of 10 for the add and the norm apart. Arguments as
     ``rms_norm`` plus ``residual`` (the input's shape, dtype and device). Differentiable
-    (twice) in input, residual and weight."""
+    (twice) in input, residual and weight.
+
+    Range: the statistics are float32 and overflow, silently, once a row's
+    ``sqrt(sum(s**2))`` passes about 1.8e19: ``rstd`` is 0 and the row comes out as zeros
+    (``functional`` stays correct there: ``functional.inverse_rms``)."""
     shape, eps = _rms_args(input, normalized_shape, weight, eps)
     _check_residual(input, residual)
     return FusedNormFunction.apply(input, residual, shape, weight, None, eps, True)
