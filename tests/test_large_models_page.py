@@ -4,7 +4,9 @@ measured tolerance, the second-path replication) and the frontier mechanisms."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -433,3 +435,59 @@ def test_depth_growth_ordering_depends_on_the_branch_init():
     assert first == pytest.approx(1.0, abs=0.1)
     with pytest.raises(ValueError, match="branch_init"):
         frontier.depth_growth("pre-LN", branch_init="xavier")
+
+
+# ------------------------------------------------------------------ confirmatory runs
+def _fake_pair(label, confirmatory, exploratory):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(label=label, confirmatory=confirmatory,
+                           exploratory=dataclasses.replace(exploratory, exploratory=True))
+
+
+def test_with_confirmatory_replaces_the_confirmed_rows_and_keeps_the_earlier_ones():
+    rows = page.chapter_verdicts(_stored())
+    by_key = {k: v for k, _, v, _ in rows}
+    fresh = claims.judge("large_models.norms", np.full(5, 0.99), np.full(5, 0.98) +
+                         np.array([0, 1e-3, -1e-3, 2e-3, 0]), setting="rmsnorm vs layernorm")
+    pairs = [_fake_pair("rmsnorm vs layernorm", fresh, by_key["rmsnorm"])]
+    family, earlier = page.with_confirmatory(rows, pairs)
+    assert list(earlier) == ["rmsnorm"] and earlier["rmsnorm"].exploratory
+    fam = {k: (label, v) for k, label, v, _ in family}
+    assert fam["rmsnorm"] == ("RMSNorm vs LayerNorm" + page.CONFIRMED, fresh)
+    assert fam["dyt"][1] is by_key["dyt"]
+    text = page.pair_lines(family, earlier, ["rmsnorm", "dyt"])
+    assert "  confirmatory: " in text and "  earlier run:  exploratory, " in text
+    assert text.count("earlier run") == 1
+    assert "RMSNorm vs LayerNorm" in page.earlier_lines(family, earlier)
+    with pytest.raises(KeyError, match="keys"):
+        page.pair_lines(family, earlier, ["nope"])
+
+
+def test_with_confirmatory_refuses_a_pair_of_another_run_or_an_unknown_label():
+    rows = page.chapter_verdicts(_stored())
+    by_key = {k: v for k, _, v, _ in rows}
+    with pytest.raises(ValueError, match="not the chapter's"):
+        page.with_confirmatory(rows, [_fake_pair("dyt vs layernorm", by_key["dyt"],
+                                                 by_key["alpha-2.0"])])
+    with pytest.raises(ValueError, match="unknown label"):
+        page.with_confirmatory(rows, [_fake_pair("rms vs ln", by_key["dyt"],
+                                                 by_key["dyt"])])
+
+
+def test_confirmatory_keys_are_the_labels_of_the_confirmatory_module():
+    """The keys follow lab.confirmatory.verdicts.large_models_pairs: every label it returns
+    maps to a row of the chapter, and the marks agree with the family's."""
+    from layernorm_tutorial.lab.confirmatory import verdicts as cv
+
+    path = Path(claims.__file__).resolve().parents[3] / "book" / "data"
+    if not (path / claims.confirmation("large_models.norms").results).is_file():
+        pytest.skip("large_models_confirmatory.json is not stored (run "
+                    "python -m layernorm_tutorial.lab.confirmatory large_models)")
+    rows = page.chapter_verdicts(_stored())
+    pairs = cv.large_models_pairs(others=page.without_confirmation(rows))
+    assert {p.label for p in pairs} <= set(page.CONFIRMATORY_KEYS)
+    family, earlier = page.with_confirmatory(rows, pairs)
+    marks = page.family_marks(family)
+    assert len(family) == 13 and len(earlier) == len(pairs)
+    assert all(p.mark == marks[page.CONFIRMATORY_KEYS[p.label]] for p in pairs)

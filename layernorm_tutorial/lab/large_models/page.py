@@ -27,7 +27,9 @@ __all__ = ["WIDTH", "total_minutes", "wrapped", "provenance_lines", "placement_l
            "registration_note", "settings_glue", "alpha_verdicts", "speed_verdicts",
            "PTS", "chapter_verdicts", "family_marks", "correction_name", "marked_text",
            "verdict_lines", "confirmation_lines", "threshold_sensitivity",
-           "accuracy_at_rate", "toy_parameter_counts", "PUBLISHED_SIZES", "size_ratios"]
+           "accuracy_at_rate", "toy_parameter_counts", "PUBLISHED_SIZES", "size_ratios",
+           "CONFIRMATORY_KEYS", "CONFIRMED", "without_confirmation", "with_confirmatory",
+           "earlier_lines", "pair_lines"]
 
 WIDTH = 80
 #: The live re-run may differ from the stored run by this multiple of the spread measured
@@ -41,12 +43,13 @@ STORED_ROUNDING = 1e-4
 #: DeepNorm threshold: verdict audit 2, finding 1).
 DEVIATIONS = (
     "Thresholds: none of this chapter's thresholds demonstrably preceded the first run of "
-    "its seeds (the registration lines above), so every verdict here is exploratory in "
-    "that sense, whatever its mark.",
+    "its seeds (the registration lines above). The comparisons with a registered "
+    "confirmatory run are judged on its fresh seeds; the timing and the ladders have none, "
+    "so their verdicts stay exploratory in that sense, whatever their mark.",
     "DeepNorm: the 5-point threshold was committed together with the first run (4ca9504), "
-    "whose accuracies the stored re-run repeats to within about 3 points; the word of "
-    "'DeepNorm + warm-up vs post-LN + warm-up' depends on it (the sensitivity printed in "
-    "the DeepNorm section).",
+    "whose accuracies the stored re-run repeats to within about 3 points; the confirmatory "
+    "run keeps it, and the word of 'DeepNorm + warm-up vs post-LN + warm-up' depends on it "
+    "(the sensitivity printed in the DeepNorm section).",
     "DeepNorm: the four arms share one learning rate (0.01), not tuned per arm.",
     "QK-norm and the logit-stability tools: no tuning; the tools use the papers' "
     "constants (caps 50/30, z-loss 1e-4, tau 100), not values tuned for this toy.",
@@ -498,3 +501,86 @@ def size_ratios(toy: int) -> dict:
     if not toy > 0:
         raise ValueError(f"toy must be a positive parameter count, got {toy!r}")
     return {name: (lo / toy, hi / toy) for name, (lo, hi) in PUBLISHED_SIZES.items()}
+
+
+# ------------------------------------------------------------------ confirmatory runs
+#: The labels of :func:`layernorm_tutorial.lab.confirmatory.verdicts.large_models_pairs`
+#: -> the keys of :func:`chapter_verdicts` (the verdicts with a registered confirmatory run).
+CONFIRMATORY_KEYS = {"rmsnorm vs layernorm": "rmsnorm", "dyt vs layernorm": "dyt",
+                     "DyT alpha_init 0.5 vs 0.1": "alpha-0.1",
+                     "DyT alpha_init 0.5 vs 2.0": "alpha-2.0",
+                     "DeepNorm: no warm-up": "deepnorm-no-warm-up",
+                     "DeepNorm: warm-up": "deepnorm-warm-up",
+                     "DeepNorm: needs warm-up": "deepnorm-needs-warm-up"}
+
+
+#: What :func:`with_confirmatory` appends to the label of a confirmatory verdict.
+CONFIRMED = "*"
+
+
+def without_confirmation(rows) -> list:
+    """The verdicts of ``rows`` (:func:`chapter_verdicts`) that have no confirmatory run
+    (timing, QK-norm, logit tools): the ``others`` that count in the family's marks next
+    to the confirmatory verdicts."""
+    keys = set(CONFIRMATORY_KEYS.values())
+    return [v for key, _, v, _ in rows if key not in keys]
+
+
+def with_confirmatory(rows, pairs) -> tuple[list, dict]:
+    """The chapter's family with each verdict that has a confirmatory run replaced by it.
+
+    ``pairs``: :func:`layernorm_tutorial.lab.confirmatory.verdicts.large_models_pairs` (each
+    with ``label``, ``confirmatory`` and ``exploratory``, the earlier run's verdict marked
+    exploratory). Returns ``(rows, earlier)``: the rows of :func:`chapter_verdicts` with the
+    confirmatory verdicts in place and :data:`CONFIRMED` after their label, and
+    ``{key: the earlier, exploratory verdict}``. ``ValueError`` if a pair's earlier verdict is
+    not the one the chapter judged from its stored results (the two would describe different
+    runs), or a pair's label is unknown."""
+    by_key = {}
+    for p in pairs:
+        if p.label not in CONFIRMATORY_KEYS:
+            raise ValueError(f"pairs: unknown label {p.label!r}; expected one of "
+                             f"{sorted(CONFIRMATORY_KEYS)}")
+        by_key[CONFIRMATORY_KEYS[p.label]] = p
+    out, earlier = [], {}
+    for key, label, v, kw in rows:
+        p = by_key.get(key)
+        if p is None:
+            out.append((key, label, v, kw))
+            continue
+        e = p.exploratory
+        if (e.word, e.effect, e.low, e.high) != (v.word, v.effect, v.low, v.high):
+            raise ValueError(f"pairs: the earlier verdict of {p.label!r} ({e.text()}) is not "
+                             f"the chapter's ({v.text()})")
+        out.append((key, label + CONFIRMED, p.confirmatory, kw))
+        earlier[key] = e
+    return out, earlier
+
+
+def earlier_lines(rows, earlier: dict, width: int = WIDTH) -> str:
+    """The earlier run's verdicts of the confirmed comparisons, each marked exploratory
+    (outside the family, no mark), in the order of ``rows``."""
+    lines = ["earlier run of the same comparisons (exploratory, outside the family):"]
+    for key, label, _, kw in rows:
+        if key in earlier:
+            name, text = label.removesuffix(CONFIRMED), earlier[key].text(**kw)
+            line = f"  {name:24s} {text}"
+            lines += [line] if len(line) <= width else [f"  {name}", f"      {text}"]
+    return "\n".join(lines)
+
+
+def pair_lines(rows, earlier: dict, keys, width: int = WIDTH) -> str:
+    """For each of ``keys``: its label, the verdict of ``rows`` with the family's mark
+    (``confirmatory:`` when ``earlier`` holds the earlier run's verdict of that key, which
+    follows as ``earlier run:``, exploratory)."""
+    labels = {key: label.removesuffix(CONFIRMED) for key, label, _, _ in rows}
+    kw = {key: k for key, _, _, k in rows}
+    lines = []
+    for key in keys:
+        if key not in labels:
+            raise KeyError(f"keys must be among {list(labels)}, got {key!r}")
+        head = "  confirmatory: " if key in earlier else "  "
+        lines += [labels[key], _wrap(head + marked_text(rows, key), width)]
+        if key in earlier:
+            lines.append(_wrap("  earlier run:  " + earlier[key].text(**kw[key]), width))
+    return "\n".join(lines)
