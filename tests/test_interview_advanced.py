@@ -241,3 +241,19 @@ def test_traced_models_give_the_facts_the_answers_quote():
     assert torch.allclose(router["norm_topk_prob=True"]["sum"], torch.tensor(2.5))
     assert not torch.allclose(router["norm_topk_prob=False"]["sum"], torch.tensor(2.5))
     assert len(tm.glm_norms()["Glm4Model"]) == 4
+
+
+def test_softmax_routers_mixtral_renormalizes_the_top_k_qwen_moe_by_default_not():
+    """Audit 2, F1: Mixtral's chosen weights sum to 1 and equal a softmax over the top-k
+    logits (G = Softmax(TopK(x W))); Qwen2-MoE's default (norm_topk_prob=False) keeps the
+    softmax over all experts, so its chosen weights sum to less than 1."""
+    from layernorm_tutorial.lab.interview import traced_models as tm
+
+    out = tm.softmax_routers(seed=3, tokens=6, experts=8, top_k=2)
+    assert torch.allclose(out["Mixtral"], torch.ones(6), atol=1e-6)
+    assert out["mixtral_vs_topk_softmax"] < 1e-6
+    assert not out["norm_topk_prob"]
+    assert bool((out["Qwen2-MoE"] < 1 - 1e-3).all()) and bool((out["Qwen2-MoE"] > 0).all())
+    # with all experts chosen, the softmax over all of them sums to 1 as well
+    full = tm.softmax_routers(seed=3, tokens=6, experts=4, top_k=4)
+    assert torch.allclose(full["Qwen2-MoE"], torch.ones(6), atol=1e-6)

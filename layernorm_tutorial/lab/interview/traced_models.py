@@ -14,6 +14,8 @@ so the number comes from the library's own code, not from a sentence:
 ``bloom_embedding_norm()``  BLOOM's LayerNorm right after the word embedding, traced
 ``deepseek_v3_latent_norms()``  what DeepSeek-V3's ``q_a_layernorm``/``kv_a_layernorm`` see
 ``deepseek_v3_router()``    the router's top-k weights for a few tokens
+``softmax_routers()``       Mixtral's and Qwen2-MoE's softmax routers: what their top-k
+                            weights sum to, and Mixtral's against a softmax over the top-k
 ``glm_norms()``             the norms of one block of ``GlmModel`` and ``Glm4Model``
 
 Importing ``transformers`` takes several seconds; each function imports it when called.
@@ -29,7 +31,7 @@ from torch import nn
 
 __all__ = ["tiny", "parallel_block_norms", "tiny_gptj_block", "qk_norm_shapes",
            "config_defaults", "bloom_embedding_norm", "deepseek_v3_latent_norms",
-           "deepseek_v3_router", "glm_norms", "norm_modules"]
+           "deepseek_v3_router", "softmax_routers", "glm_norms", "norm_modules"]
 
 _F64 = torch.float64
 _TOKENS = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
@@ -216,6 +218,42 @@ def deepseek_v3_router(seed: int = 0, tokens: int = 4) -> dict:
             "weights": weights, "index": index, "sum": weights.sum(-1),
             "scores": torch.sigmoid(logits)}
     router.norm_topk_prob = True
+    return out
+
+
+def softmax_routers(seed: int = 0, tokens: int = 4, experts: int = 8, top_k: int = 2
+                    ) -> dict:
+    """Route ``tokens`` random hidden states through ``MixtralTopKRouter`` (built from a tiny
+    ``MixtralConfig``) and ``Qwen2MoeTopKRouter`` (``Qwen2MoeConfig``, whose
+    ``norm_topk_prob`` defaults to False), both with the same router weights, drawn from
+    N(0, 1/hidden) so that the logits are of order 1.
+
+    Returns per router the sum of the chosen top-k weights per token (``"Mixtral"``,
+    ``"Qwen2-MoE"``), ``norm_topk_prob`` (Qwen2-MoE's default), and
+    ``mixtral_vs_topk_softmax``: the largest difference between Mixtral's weights and a
+    softmax taken over the chosen experts' logits only (Mixtral's G = Softmax(TopK(x W)))."""
+    hidden = 16
+    with _quiet() as t:
+        from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter
+        from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeTopKRouter
+
+        sizes = dict(hidden_size=hidden, num_experts_per_tok=top_k, **_TOKENS)
+        mixtral = MixtralTopKRouter(t.MixtralConfig(num_local_experts=experts, **sizes))
+        qwen_config = t.Qwen2MoeConfig(num_experts=experts, **sizes)
+        qwen = Qwen2MoeTopKRouter(qwen_config)
+    weight = torch.randn(experts, hidden, generator=torch.Generator().manual_seed(seed))
+    weight = weight / hidden ** 0.5
+    h = torch.randn(tokens, hidden, generator=torch.Generator().manual_seed(seed + 1))
+    out = {"norm_topk_prob": bool(qwen_config.norm_topk_prob), "top_k": top_k,
+           "experts": experts}
+    for name, router in (("Mixtral", mixtral), ("Qwen2-MoE", qwen)):
+        with torch.no_grad():
+            router.weight.copy_(weight)
+            logits, weights, index = router(h)
+        out[name] = weights.sum(-1)
+        if name == "Mixtral":
+            chosen = torch.gather(logits.float(), -1, index).softmax(-1)
+            out["mixtral_vs_topk_softmax"] = float((weights - chosen).abs().max())
     return out
 
 
