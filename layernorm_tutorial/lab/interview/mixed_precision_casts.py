@@ -29,8 +29,8 @@ import warnings
 
 import torch
 
-__all__ = ["TRACED", "traced_forward", "traced_norm", "rms_norm_without_upcast", "cast_order_errors",
-           "llama_output_dtype"]
+__all__ = ["TRACED", "traced_forward", "traced_norm", "rms_norm_without_upcast",
+           "cast_order_errors", "llama_output_dtype"]
 
 #: The traced classes and the ``transformers`` modules that define them.
 TRACED = {"LlamaRMSNorm": "transformers.models.llama.modeling_llama",
