@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
-NOTEBOOKS = ("large_models", "interview", "interview_advanced")
+NOTEBOOKS = ("large_models", "interview", "interview_advanced", "interview_practice",
+             "interview_deployment")
 
 #: Models, papers and codebases whose facts need a source (word-bounded, case-sensitive).
 NAMES = ("GPT-2", "GPT-3", "GPT-J", "GPT-NeoX", "BERT", "RoBERTa", "T5", "LLaMA", "Llama",
