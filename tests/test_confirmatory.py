@@ -150,3 +150,15 @@ def test_large_models_pairs_and_the_family_they_count_in():
     more = [p.confirmatory for p in pairs]   # a larger family never adds a mark
     fewer = verdicts.large_models_pairs(others=more)
     assert all(a.mark or not b.mark for a, b in zip(pairs, fewer, strict=True))
+
+
+@pytest.mark.skipif(not (_stored("large_models_confirmatory.json")
+                         and _stored("large_models_qk_confirmatory.json")),
+                    reason="large_models confirmatory runs not stored yet")
+def test_large_models_chapter_pairs_are_marked_over_the_whole_family_of_13():
+    pairs = verdicts.large_models_chapter_pairs()
+    rest = verdicts.large_models_unconfirmed()
+    assert len(pairs) + len(rest) == 13 and pairs[-1].claim_id == "large_models.qk-norm"
+    family = [p.confirmatory for p in pairs] + [v for _, v in rest]
+    assert [p.mark for p in pairs] == [bool(m) for m in verdicts.holm(family)[:len(pairs)]]
+    assert pairs[-1].confirmatory.n == 8

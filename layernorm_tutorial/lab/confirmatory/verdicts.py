@@ -27,7 +27,7 @@ from layernorm_tutorial.lab.common.verdict import HOLM_MARK, holm
 
 __all__ = ["Pair", "load", "evidence_pairs", "principles_pairs", "rnn_pairs",
            "residual_pairs", "large_models_pairs", "qk_norm_pairs", "pairs_text",
-           "CHAPTERS"]
+           "large_models_unconfirmed", "large_models_chapter_pairs", "CHAPTERS"]
 
 
 @dataclass(frozen=True)
@@ -210,6 +210,38 @@ def qk_norm_pairs(conf: dict | None = None, earlier: dict | None = None,
                  summarize_sweep(doc["qk_norm"]).judge(cid, "rmsnorm"))]
 
     return _pairs(judged(conf), judged(earlier), lambda v: v.text(), conf, others)
+
+
+def large_models_unconfirmed(results: dict | None = None) -> list[tuple[str, object]]:
+    """The large_models family's verdicts without a confirmatory run, judged on the stored
+    results: the timing claim (``large_models.time``, torch and package) and the logit-tool
+    ladder (registered before its first run): ``[(label, verdict)]``."""
+    from layernorm_tutorial.lab.large_models import page
+    from layernorm_tutorial.lab.large_models.sweep import summarize_sweep
+
+    results = load(claims.claim("large_models.time").results) if results is None else results
+    out = [(f"time: {who} rms vs ln", v)
+           for who, v in page.speed_verdicts(results["timing"]).items()]
+    sweep = summarize_sweep(results["qk_norm"])
+    out += [(f"{arm} vs none", sweep.judge("large_models.logit-tools", arm))
+            for arm in ("softcap", "zloss", "qkclip")]
+    return out
+
+
+def large_models_chapter_pairs(results: dict | None = None, conf: dict | None = None,
+                               qk_conf: dict | None = None) -> list[Pair]:
+    """The large_models verdicts with a confirmatory run (:func:`large_models_pairs`, then
+    :func:`qk_norm_pairs`), marked over the chapter's whole family of 13: these 8
+    confirmatory verdicts and the 5 of :func:`large_models_unconfirmed`."""
+    results = load(claims.claim("large_models.time").results) if results is None else results
+    conf = load(claims.confirmation("large_models.norms").results) if conf is None else conf
+    qk_conf = (load(claims.confirmation("large_models.qk-norm").results)
+               if qk_conf is None else qk_conf)
+    rest = [v for _, v in large_models_unconfirmed(results)]
+    qk_verdict = qk_norm_pairs(qk_conf, results)[0].confirmatory
+    main = large_models_pairs(conf, results, others=[qk_verdict, *rest])
+    qk = qk_norm_pairs(qk_conf, results, others=[*(p.confirmatory for p in main), *rest])
+    return [*main, *qk]
 
 
 #: chapter -> the function that returns its pairs.
