@@ -54,7 +54,7 @@ from layernorm_tutorial.publishing.flashcard_html import (
 )
 
 BOOK_DIR = Path(__file__).resolve().parents[2] / "book"
-CHAPTERS = ("interview", "interview_advanced", "interview_practice")
+CHAPTERS = ("interview", "interview_advanced", "interview_practice", "interview_deployment")
 DECK_ID = 1_734_905_117  # fixed: re-importing updates the same deck
 MODEL_ID = 1_734_905_118  # fixed: the note type keeps its identity across versions
 DECK_NAME = "Layer Normalization · 层归一化 interview questions"
