@@ -114,7 +114,8 @@ def format_report(rows: list[dict]) -> str:
     for row in rows:
         minutes = (f"{row['seconds'] / 60:.1f} min" if row["seconds"] is not None
                    else "not recorded")
-        lines = [f"{row['file']}  ({row['chapter'] or 'no chapter'})",
+        lines = [textwrap.fill(f"{row['file']}  ({row['chapter'] or 'no chapter'})",
+                               _WIDTH, subsequent_indent="  "),
                  _field("command", row["command"] or "not recorded"),
                  _field("machine", row["machine"]),
                  _field("date", row["date"] or "not recorded"),
