@@ -175,6 +175,25 @@ def message_ids(po_or_pot: Path) -> set[str]:
     return {entry.msgid for entry in entries(po_or_pot)}
 
 
+EXERCISE_TITLE = re.compile(
+    r"^[ \t]*(?:`{3,}|:{3,})\{exercise(?:-start)?\}[ \t]*(?P<title>\S.*?)[ \t]*$", re.M)
+
+
+def exercise_titles(markdown: str) -> list[str]:
+    """The titles of the ``{exercise}`` directives in ``markdown`` (their argument: a
+    message of the page; ``{solution}``'s argument is a label, not a title)."""
+    return [match.group("title") for match in EXERCISE_TITLE.finditer(markdown)]
+
+
+def bilingual_parts(title: str) -> tuple[str, str] | None:
+    """``("Fundamentals", "基础")`` for a title written "English · 中文" (the Chinese
+    edition shows the Chinese part alone); None for any other title."""
+    english, sep, chinese = title.rpartition(" · ")
+    if sep and CJK.search(chinese) and not CJK.search(english):
+        return english.strip(), chinese.strip()
+    return None
+
+
 def is_chinese_title(msgid: str) -> bool:
     """A bold line with Chinese in it: ``**什么是层归一化？**`` (the interview chapters put
     one under each English question heading)."""

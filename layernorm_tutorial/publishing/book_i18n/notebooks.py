@@ -52,6 +52,11 @@ __all__ = ["MARKER", "OutputFolderError", "Translation", "catalog_translations",
 MYST_EXTENSIONS = {"amsmath", "dollarmath", "colon_fence", "deflist", "substitution"}
 LOCALE = Path("locales") / "zh_CN" / "LC_MESSAGES" / "book"
 PAGE_SUFFIXES = (".ipynb", ".md")
+LABEL_ARGUMENTS = frozenset({"solution", "solution-start"})
+"""Directives whose argument is a label (sphinx-exercise's ``{solution} ex-x-1`` names its
+exercise), not prose: no message, never looked up, not counted as left in English. Every
+other directive's argument is a title (``{admonition}``, ``{exercise}``), a message of
+the page."""
 
 
 @dataclass
@@ -152,7 +157,7 @@ def translate_markdown(text: str, translation: Translation) -> str:
             start, end = token.map
             name, _, argument = token.info.strip().partition("}")
             argument = argument.strip()
-            if argument:
+            if argument and name.strip().lstrip("{") not in LABEL_ARGUMENTS:
                 target = _lookup(argument, translation)
                 if target is not None:
                     line_edits.setdefault(start, []).append((argument, target))

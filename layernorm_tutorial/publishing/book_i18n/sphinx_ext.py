@@ -21,6 +21,13 @@
 - ``{glue}`` roles inside translated messages find the notebook's glued values: Sphinx
   parses each translation as a separate small document, which myst-nb's glue roles would
   otherwise search in vain ("No key ... found in glue data").
+- An exercise's title (the argument of sphinx-exercise's ``{exercise}``: ``Exercise 2
+  (Invariance, exactly)``) is a message of its page like every other title: the directive
+  gives it the argument as its source text, the Chinese edition translates it (the
+  solution's title, which repeats it, included), and the gettext builder extracts it, in
+  page order (sphinx-exercise rebuilds the title after reading, so the extraction, which
+  sees the rebuilt page, would miss it). The argument of ``{solution}`` is the exercise's
+  label, not prose: no message.
 
 The Chinese edition lives in the subfolder ``zh/`` of the English one, so the links are
 relative: ``book/x.html`` <-> ``zh/book/x.html``.
@@ -28,6 +35,7 @@ relative: ``book/x.html`` <-> ``zh/book/x.html``.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 ZH_SUBDIR = "zh"
@@ -214,8 +222,123 @@ def _verdict_words_in_chinese(app, doctree) -> None:
             node.children = [nodes.Text(chinese)]
 
 
+# --------------------------------------------------------------------------------------
+# Exercise titles (sphinx-exercise)
+# --------------------------------------------------------------------------------------
+TITLE_MESSAGE = "title_message"
+"""Attribute of an exercise node: its title's message (the directive's argument)."""
+
+
+def exercise_title_message(argument: str) -> str:
+    """The message id of an exercise title: the argument as Sphinx's gettext writes a
+    node's source text (line breaks as spaces, stripped)."""
+    return argument.replace("\n", " ").strip()
+
+
+def _titled_exercise_directive(base, subtitle_class, title_class):
+    """``base`` (sphinx-exercise's exercise directive), whose title's text is a message:
+    the subtitle node (the argument) gets the argument as ``rawsource`` and the directive's
+    source and line, which make it translatable; the title node around it ("Exercise" +
+    the subtitle) is marked not translatable, so that it is no message of its own; and the
+    exercise node keeps the message (:data:`TITLE_MESSAGE`) for the gettext builder."""
+
+    class TitledExercise(base):
+        def run(self):
+            result = super().run()
+            if not self.arguments:
+                return result
+            message = exercise_title_message(self.arguments[0])
+            source, line = self.get_source_info()
+            for node in result:
+                for title in node.findall(title_class):
+                    title["translatable"] = False
+                for subtitle in node.findall(subtitle_class):
+                    subtitle.rawsource, subtitle.source, subtitle.line = message, source, line
+                    node[TITLE_MESSAGE] = message
+            return result
+
+    TitledExercise.__name__ = TitledExercise.__qualname__ = f"Titled{base.__name__}"
+    return TitledExercise
+
+
+def _exercise_titles_are_messages(app) -> None:
+    """``builder-inited``: replace the ``exercise`` and ``exercise-start`` directives of
+    sphinx-exercise (when the book uses it) by :func:`_titled_exercise_directive`."""
+    if "sphinx_exercise" not in app.extensions:
+        return
+    from sphinx_exercise import directive
+    from sphinx_exercise.nodes import exercise_subtitle, exercise_title
+
+    for name, base in (("exercise", directive.ExerciseDirective),
+                       ("exercise-start", directive.ExerciseStartDirective)):
+        app.add_directive(name, _titled_exercise_directive(base, exercise_subtitle,
+                                                           exercise_title), override=True)
+
+
+def _translated_exercise_titles_for_solutions(app, doctree) -> None:
+    """``doctree-read``: sphinx-exercise keeps a copy of each exercise, made before the
+    page was translated, and titles the solution ("Solution to Exercise 2 (...)") from
+    it; the copy is replaced by the exercise as read (translated in the Chinese edition)."""
+    registry = getattr(app.env, "sphinx_exercise_registry", None)
+    if not registry:
+        return
+    for node in _exercises(doctree):
+        label = node.get("label")
+        entry = registry.get(label)
+        if entry is not None and entry.get("docname") == app.env.docname:
+            entry["node"] = node.deepcopy()
+
+
+@lru_cache(maxsize=1)
+def _exercise_title_message_node():
+    from docutils import nodes
+    from sphinx import addnodes
+
+    class ExerciseTitleMessage(nodes.Element, addnodes.translatable):
+        """Carries an exercise title's message into the gettext builder's extraction
+        (which reads the page after sphinx-exercise has rebuilt the title): inserted into
+        the exercise node only while the gettext builder writes."""
+
+        def preserve_original_messages(self) -> None:
+            pass
+
+        def apply_translated_message(self, original_message: str,
+                                     translated_message: str) -> None:
+            pass
+
+        def extract_original_messages(self) -> list[str]:
+            return [self[TITLE_MESSAGE]]
+
+    return ExerciseTitleMessage
+
+
+def _exercises(doctree) -> list:
+    """The exercise nodes of ``doctree`` whose title is a message."""
+    return [node for node in doctree.findall()
+            if TITLE_MESSAGE in getattr(node, "attributes", {})]
+
+
+def _exercise_titles_for_gettext(app, doctree, docname) -> None:
+    """``doctree-resolved`` (gettext builder): each exercise title's message, where the
+    title stands in the page."""
+    from uuid import uuid4
+
+    from sphinx.builders.gettext import MessageCatalogBuilder
+
+    if not isinstance(app.builder, MessageCatalogBuilder):
+        return
+    message_node = _exercise_title_message_node()
+    for node in _exercises(doctree):
+        message = message_node(**{TITLE_MESSAGE: node[TITLE_MESSAGE]})
+        message.source, message.line, message.uid = node.source, node.line, uuid4().hex
+        node.insert(0, message)
+
+
 def setup(app):
     _chinese_search_terms_as_a_set()
+    app.connect("builder-inited", _exercise_titles_are_messages)
+    app.connect("doctree-read", _translated_exercise_titles_for_solutions)
+    app.connect("doctree-resolved", _exercise_titles_for_gettext)
     app.connect("doctree-read", _reattach_translated_nodes)
     app.add_transform(_table_cells_need_a_source())
     app.connect("doctree-read", _translate_toc_captions)
