@@ -68,7 +68,7 @@ def test_stored_tables_fit_and_glue_every_quoted_value():
     assert _width(table) <= 80 and len(values) == 9
     for part, n in (("schedules", 6), ("depth", 3)):
         table, values = report.verdict_table(doc, part)
-        assert _width(table) <= 80 and len(values) == n and "Holm" in table
+        assert _width(table) <= 80 and len(values) == n and "Bonferroni" in table
     table, values = report.depth_table(doc)
     assert _width(table) <= 80 and len(values) == 12
     table, values = report.first_step_table(doc)

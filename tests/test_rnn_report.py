@@ -78,7 +78,7 @@ def test_accuracy_and_verdict_tables_fit_and_glue_every_quoted_value():
     table, values = report.verdict_table(doc, epochs=(1, 2))
     assert max(len(line) for line in table.splitlines()) <= 80
     assert "rnn-v-ln-lstm-bn-lstm-1" in values and len(values) == 8
-    assert "Holm" in table
+    assert "Bonferroni" in table
 
 
 def test_replication_table_compares_word_and_interval():

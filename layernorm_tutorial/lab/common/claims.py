@@ -468,8 +468,10 @@ def confirmation_registered(claim_id: str) -> tuple[str, str]:
 #: Thresholds that did not demonstrably precede their data (verdict audit, item 4).
 DISCLOSURES: tuple[str, ...] = (
     "evidence: the accuracy threshold was 0.005 (MIN_EFFECT, eea1ba1, 2026-11-22) while "
-    "three-seed results were visible, then 0.01; the change turns claim 4 (MLP, BN vs LN "
-    "train-test gap) from holds to not shown. Every evidence threshold was committed "
+    "three-seed results were visible, then 0.01; under rule v2 the change turned claim 4 "
+    "(MLP, BN vs LN train-test gap) from holds to not shown; under v3 claim 4 is direction "
+    "shown at both thresholds, and the change flips MLP batch 32 (direction shown at 0.01, "
+    "holds at 0.005). Every evidence threshold was committed "
     "together with the five-seed data (e65cdfe).",
     "principles: the one-point threshold was committed together with its data (ca7ff54).",
     "rnn and residual: the thresholds were committed together with their data (0858427).",
