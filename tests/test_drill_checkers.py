@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from layernorm_tutorial import numpy_ref
+from layernorm_tutorial.lab.interview import norm_drills
 from layernorm_tutorial.lab.interview import rms_norm_exercises as rms_drill
 from layernorm_tutorial.lab.ln_vs_bn import exercises as bn_drill
 from layernorm_tutorial.lab.norm_family import group_norm_exercises as gn_drill
@@ -485,3 +486,273 @@ def test_each_common_layer_norm_slip_gets_its_own_diagnosis(forward, backward, w
     assert not result.passed
     assert words in result.message, result.message
     assert "differs from" not in result.message, result.message
+
+
+# --------------------------------------------------------------------------- part 1 drill:
+# LayerNorm, BatchNorm (training and evaluation) and GroupNorm, forward and backward
+_LN_LABELS = ("y", "dx", "dgamma", "dbeta")
+_BN_LABELS = _LN_LABELS + ("running_mean", "running_var")
+
+
+def _all_norm_drill_mistakes():
+    rng = np.random.default_rng(1)
+    x3, d3 = rng.standard_normal((2, 3, 5)), rng.standard_normal((2, 3, 5))
+    ln = norm_drills._ln_mistakes(x3, np.ones(5), np.zeros(5), d3, 1e-2)
+    out = [("layer", label, m) for label, table in ln.items() for m in table]
+    x4, d4 = rng.standard_normal((2, 3, 4, 4)), rng.standard_normal((2, 3, 4, 4))
+    for training, momentum in ((True, 0.3), (False, 0.1)):
+        bn = norm_drills._bn_mistakes(x4, np.ones(3), np.zeros(3), d4, np.zeros(3),
+                                      np.ones(3), training, momentum, 1e-2)
+        out += [("batch", label, m) for label, table in bn.items() for m in table]
+    x6, d6 = rng.standard_normal((2, 6, 3, 3)), rng.standard_normal((2, 6, 3, 3))
+    gn = norm_drills._gn_mistakes(x6, 3, np.ones(6), np.zeros(6), d6, 1e-2)
+    out += [("group", label, m) for label, table in gn.items() for m in table]
+    return sorted(set(out))
+
+
+def _drill_reader(kind, label, message):
+    """A reader that is right everywhere except ``label``, which has the slip ``message``
+    wherever that slip applies."""
+    reference = {"layer": norm_drills.layer_norm_reference,
+                 "batch": norm_drills.batch_norm_reference,
+                 "group": norm_drills.group_norm_reference}[kind]
+    mistakes = {"layer": norm_drills._ln_mistakes, "batch": norm_drills._bn_mistakes,
+                "group": norm_drills._gn_mistakes}[kind]
+    labels = _BN_LABELS if kind == "batch" else _LN_LABELS
+
+    def reader(*args):
+        outputs = dict(zip(labels, reference(*args), strict=True))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            table = mistakes(*args)
+        outputs[label] = table[label].get(message, outputs[label])
+        return tuple(outputs[lb] for lb in labels)
+
+    return reader
+
+
+@pytest.mark.parametrize(("kind", "label", "message"), _all_norm_drill_mistakes())
+def test_every_norm_drill_mistake_is_named(kind, label, message):
+    check = {"layer": norm_drills.check_layer_norm, "batch": norm_drills.check_batch_norm,
+             "group": norm_drills.check_group_norm}[kind]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = check(_drill_reader(kind, label, message))
+    assert not result.passed
+    assert message in result.message, result.message
+
+
+# Each slip the part 1 drill is about, written by hand the way a reader writes it (not taken
+# from the checker's tables), gets its own diagnosis instead of a generic "differs".
+def _ln_by_hand(x, gamma, beta, dout, eps, *, ddof=0, eps_outside=False, axis=-1,
+                keepdims=True, constant_stats=False):
+    mean = x.mean(axis=axis, keepdims=keepdims)
+    var = x.var(axis=axis, ddof=ddof, keepdims=keepdims)
+    std = np.sqrt(var) + eps if eps_outside else np.sqrt(var + eps)
+    xhat = (x - mean) / std
+    g = dout * gamma
+    lead = tuple(range(x.ndim - 1))
+    if constant_stats:
+        dx = g / std
+    else:
+        dx = (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True)) / std
+    return gamma * xhat + beta, dx, (dout * xhat).sum(lead), dout.sum(lead)
+
+
+def _bn_by_hand(x, gamma, beta, dout, running_mean, running_var, training, momentum=0.1,
+                eps=1e-5, *, axes=None, keepdims=True, biased_running=False,
+                running_factor_n=False, batch_stats_in_eval=False, keras_momentum=False,
+                train_backward_in_eval=False):
+    axes = (0,) + tuple(range(2, x.ndim)) if axes is None else axes
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    gb, bb = gamma.reshape(shape), beta.reshape(shape)
+    if training or batch_stats_in_eval:
+        mean = x.mean(axis=axes, keepdims=keepdims)
+        var = x.var(axis=axes, keepdims=keepdims)
+    else:
+        mean, var = running_mean.reshape(shape), running_var.reshape(shape)
+    std = np.sqrt(var + eps)
+    xhat = (x - mean) / std
+    g = dout * gb
+    red = (0,) + tuple(range(2, x.ndim))
+    if training or train_backward_in_eval:
+        dx = (g - g.mean(red, keepdims=True) - xhat * (g * xhat).mean(red, keepdims=True)) / std
+    else:
+        dx = g / std
+    if training:
+        m = x.shape[0] if running_factor_n else x.size // x.shape[1]
+        batch_var = x.var(axis=red) * (1 if biased_running else m / (m - 1))
+        keep, new = (momentum, 1 - momentum) if keras_momentum else (1 - momentum, momentum)
+        running_mean = keep * running_mean + new * x.mean(axis=red)
+        running_var = keep * running_var + new * batch_var
+    return gb * xhat + bb, dx, (dout * xhat).sum(red), dout.sum(red), running_mean, running_var
+
+
+def _gn_by_hand(x, num_groups, gamma, beta, dout, eps, *, stride=False, constant_stats=False):
+    n, c = x.shape[:2]
+    if stride:                                   # channel c in group c % G
+        grouped = x.reshape(n, c // num_groups, num_groups, -1).transpose(0, 2, 1, 3)
+        grouped = grouped.reshape(n, num_groups, -1)
+    else:
+        grouped = x.reshape(n, num_groups, -1)
+    mean = grouped.mean(-1, keepdims=True)
+    std = np.sqrt(grouped.var(-1, keepdims=True) + eps)
+    hat = (grouped - mean) / std
+    if stride:
+        hat = hat.reshape(n, num_groups, c // num_groups, -1).transpose(0, 2, 1, 3)
+    xhat = hat.reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    g = (dout * gamma.reshape(shape)).reshape(n, num_groups, -1)
+    hat_g = xhat.reshape(n, num_groups, -1)
+    if constant_stats:
+        dx = g / std
+    else:
+        dx = (g - g.mean(-1, keepdims=True)
+              - hat_g * (g * hat_g).mean(-1, keepdims=True)) / std
+    red = (0,) + tuple(range(2, x.ndim))
+    return (gamma.reshape(shape) * xhat + beta.reshape(shape), dx.reshape(x.shape),
+            (dout * xhat).sum(red), dout.sum(red))
+
+
+def _with(fn, **slip):
+    return lambda *args: fn(*args, **slip)
+
+
+@pytest.mark.parametrize(("check", "reader", "words"), [
+    ("layer", _with(_ln_by_hand, ddof=1), "the variance is unbiased"),
+    ("layer", _with(_ln_by_hand, eps_outside=True), "eps is added outside the square root"),
+    ("layer", _with(_ln_by_hand, keepdims=False), "keepdims=True"),
+    ("layer", _with(_ln_by_hand, axis=1), "hard-coded axis=1"),
+    ("layer", _with(_ln_by_hand, constant_stats=True), "treats the mean and variance as "
+                                                       "constants"),
+    ("batch", _with(_bn_by_hand, axes=0), "taken over axis 0 only"),
+    ("batch", _with(_bn_by_hand, keepdims=False), "keepdims=True"),
+    ("batch", _with(_bn_by_hand, biased_running=True), "running_var is updated with the "
+                                                       "biased batch variance"),
+    ("batch", _with(_bn_by_hand, running_factor_n=True), "uses the batch size N"),
+    ("batch", _with(_bn_by_hand, keras_momentum=True), "momentum convention is reversed"),
+    ("batch", _with(_bn_by_hand, batch_stats_in_eval=True), "evaluation mode normalizes with "
+                                                            "the batch statistics"),
+    ("batch", _with(_bn_by_hand, train_backward_in_eval=True), "training formula in "
+                                                               "evaluation mode"),
+    ("group", _with(_gn_by_hand, stride=True), "grouped by stride"),
+    ("group", _with(_gn_by_hand, constant_stats=True), "treats the mean and variance as "
+                                                       "constants"),
+], ids=["ln-unbiased", "ln-eps-outside", "ln-no-keepdims", "ln-axis-1", "ln-constant-stats",
+        "bn-axis-0", "bn-no-keepdims", "bn-biased-running-var", "bn-factor-N",
+        "bn-keras-momentum", "bn-eval-batch-stats", "bn-eval-train-backward", "gn-stride",
+        "gn-constant-stats"])
+def test_each_common_norm_drill_slip_gets_its_own_diagnosis(check, reader, words):
+    checker = {"layer": norm_drills.check_layer_norm, "batch": norm_drills.check_batch_norm,
+               "group": norm_drills.check_group_norm}[check]
+    result = checker(reader)
+    assert not result.passed
+    assert words in result.message, result.message
+    assert "differs from torch" not in result.message, result.message
+
+
+def test_a_lost_keepdims_in_a_batch_norm_of_a_feature_map_gets_the_broadcast_hint():
+    result = norm_drills.check_batch_norm(
+        _with(_bn_by_hand, keepdims=False))
+    assert "(4, 3, 5, 6) feature map, training" in result.message
+    assert "broadcast" in result.message, result.message
+
+
+def _norms_by_autograd(kind):
+    """Correct solutions that let torch's autograd do the backward (tensors returned)."""
+    def layer(x, gamma, beta, dout, eps):
+        xt, gt, bt = (torch.tensor(a, requires_grad=True) for a in (x, gamma, beta))
+        mean = xt.mean(-1, keepdim=True)
+        var = ((xt - mean) ** 2).mean(-1, keepdim=True)
+        y = (xt - mean) * torch.rsqrt(var + eps) * gt + bt
+        y.backward(torch.tensor(dout))
+        return y.detach(), xt.grad, gt.grad, bt.grad
+
+    def group(x, num_groups, gamma, beta, dout, eps):
+        xt, gt, bt = (torch.tensor(a, requires_grad=True) for a in (x, gamma, beta))
+        y = torch.nn.functional.group_norm(xt, num_groups, gt, bt, eps)
+        y.backward(torch.tensor(dout))
+        return y.detach(), xt.grad, gt.grad, bt.grad
+
+    return {"layer": layer, "group": group}[kind]
+
+
+def _float32(reference):
+    def reader(*args):
+        args = [a.astype(np.float32) if isinstance(a, np.ndarray) else a for a in args]
+        return tuple(np.asarray(o, np.float32) for o in reference(*args))
+    return reader
+
+
+def _batch_norm_module(x, gamma, beta, dout, running_mean, running_var, training,
+                       momentum=0.1, eps=1e-5):
+    """A correct solution through torch's own module (its buffers copied in and out)."""
+    bn = torch.nn.BatchNorm1d(x.shape[1], eps=eps, momentum=momentum).double()
+    with torch.no_grad():
+        for name, value in (("weight", gamma), ("bias", beta),
+                            ("running_mean", running_mean), ("running_var", running_var)):
+            getattr(bn, name).copy_(torch.tensor(value))
+    bn.train(training)
+    xt = torch.tensor(x, requires_grad=True)
+    y = bn(xt.reshape(x.shape[0], x.shape[1], -1)).reshape(x.shape)
+    y.backward(torch.tensor(dout))
+    return (y.detach(), xt.grad, bn.weight.grad, bn.bias.grad, bn.running_mean.detach(),
+            bn.running_var.detach())
+
+
+@pytest.mark.parametrize(("check", "reader"), [
+    ("layer", norm_drills.layer_norm_reference), ("layer", _norms_by_autograd("layer")),
+    ("layer", _float32(norm_drills.layer_norm_reference)),
+    ("batch", norm_drills.batch_norm_reference), ("batch", _batch_norm_module),
+    ("batch", _float32(norm_drills.batch_norm_reference)),
+    ("group", norm_drills.group_norm_reference), ("group", _norms_by_autograd("group")),
+    ("group", _float32(norm_drills.group_norm_reference)),
+], ids=["ln-reference", "ln-autograd", "ln-float32", "bn-reference", "bn-torch-module",
+        "bn-float32", "gn-reference", "gn-torch", "gn-float32"])
+def test_correct_norm_drills_written_differently_pass(check, reader):
+    checker = {"layer": norm_drills.check_layer_norm, "batch": norm_drills.check_batch_norm,
+               "group": norm_drills.check_group_norm}[check]
+    result = checker(reader)
+    assert result.passed, result.message
+
+
+def test_the_norm_drill_references_match_torch_beyond_the_checker_cases():
+    """GroupNorm with G = C is InstanceNorm; BatchNorm on (N, C, L) and (N, C, D, H, W)."""
+    rng = np.random.default_rng(5)
+    x, dout = rng.standard_normal((3, 4, 2, 3, 2)), rng.standard_normal((3, 4, 2, 3, 2))
+    gamma, beta = rng.uniform(0.5, 2, 4), rng.standard_normal(4)
+    y, dx, dgamma, dbeta = norm_drills.group_norm_reference(x, 4, gamma, beta, dout, 1e-5)
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch.nn.functional.instance_norm(xt, weight=torch.tensor(gamma),
+                                           bias=torch.tensor(beta), eps=1e-5)
+    yt.backward(torch.tensor(dout))
+    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+    rm, rv = np.zeros(4), np.ones(4)
+    out = norm_drills.batch_norm_reference(x, gamma, beta, dout, rm, rv, True, 0.2)
+    expected = _batch_norm_module(x, gamma, beta, dout, rm, rv, True, 0.2)
+    for got, want in zip(out, expected, strict=True):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="must divide"):
+        norm_drills.group_norm_reference(x, 3, gamma, beta, dout)
+
+
+@pytest.mark.parametrize("check", [norm_drills.check_layer_norm, norm_drills.check_batch_norm,
+                                   norm_drills.check_group_norm],
+                         ids=["layer", "batch", "group"])
+@pytest.mark.parametrize(("returned", "words"), [
+    (None, "returned None: did you forget `return`?"),
+    ("abc", "return the tuple"),
+    ((np.zeros(3),) * 6, None),
+])
+def test_norm_drill_checkers_answer_any_return_value_with_one_sentence(check, returned,
+                                                                       words):
+    def reader(*args):
+        return returned
+
+    result = check(reader)
+    assert not result.passed
+    assert "\n" not in result.message
+    if words is not None:
+        assert words in result.message, result.message
+    else:            # a tuple of the wrong length or of wrongly shaped arrays
+        assert "return the tuple" in result.message or "shape" in result.message, \
+            result.message
