@@ -178,6 +178,17 @@ def test_book_commands_name_each_files_real_command():
         assert json.loads(path.read_text())["command"].startswith(command)
 
 
+def test_book_commands_name_each_confirmatory_files_plan():
+    """The seven confirmatory results files: each listed with ``... confirmatory PLAN``,
+    the plan that writes it, and the file records that command."""
+    from layernorm_tutorial.lab.confirmatory import runs
+
+    for plan, (name, _) in runs.PLANS.items():
+        command = f"{runs.COMMAND} {plan}"
+        assert stored_results.BOOK_COMMANDS[name] == command
+        assert json.loads((stored_results.BOOK_DATA / name).read_text())["command"] == command
+
+
 # ---- D3, D10: large_models --sections ------------------------------------------------------
 
 def test_sections_without_update_never_drops_the_other_sections(tmp_path, monkeypatch,

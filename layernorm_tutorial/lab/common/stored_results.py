@@ -77,6 +77,18 @@ BOOK_COMMANDS = {
     "residual_paths.json": "python -m layernorm_tutorial.lab.residual.paths",
     "rnn_race.json": "python -m layernorm_tutorial.lab.rnn",
     "rnn_paths.json": "python -m layernorm_tutorial.lab.rnn.paths",
+    # the confirmatory runs on fresh seeds (lab.confirmatory.runs.PLANS: file -> plan)
+    "evidence_confirmatory.json": "python -m layernorm_tutorial.lab.confirmatory evidence",
+    "evidence_side_confirmatory.json":
+        "python -m layernorm_tutorial.lab.confirmatory evidence-side",
+    "large_models_confirmatory.json":
+        "python -m layernorm_tutorial.lab.confirmatory large_models",
+    "large_models_qk_confirmatory.json":
+        "python -m layernorm_tutorial.lab.confirmatory large_models_qk",
+    "principles_ln_vs_he_confirmatory.json":
+        "python -m layernorm_tutorial.lab.confirmatory principles",
+    "residual_runs_confirmatory.json": "python -m layernorm_tutorial.lab.confirmatory residual",
+    "rnn_race_confirmatory.json": "python -m layernorm_tutorial.lab.confirmatory rnn",
 }
 
 
