@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from layernorm_tutorial._cli import (
     OutputPathError,
@@ -33,7 +34,7 @@ from layernorm_tutorial._cli import (
 
 __all__ = ["BANK_PATH", "INDEX_PATH", "KINDS", "TOPICS", "Entry", "Topic", "Bank",
            "BankError", "load_bank", "source_url", "coverage", "card_labels",
-           "render_index", "main"]
+           "render_index", "index_translations", "main"]
 
 _REPO = Path(__file__).resolve().parents[3]
 BANK_PATH = _REPO / "book" / "data" / "interview_bank.json"
@@ -50,6 +51,7 @@ KINDS = {
 LANGUAGES = ("en", "zh")
 _REQUIRED = ("id", "question", "language", "kind", "source", "source_title", "topic", "card")
 _SOURCE = re.compile(r"^(https?://\S+|github:[\w.-]+/[\w.-]+(/\S+|#\d+))$")
+_URL_SAFE = "/:?#[]@!$&'()*+,;=%~"
 _LABEL_LINE = re.compile(r"^\((?P<label>iq-[A-Za-z0-9_.:-]+)\)=\s*$", re.M)
 
 
@@ -176,15 +178,17 @@ def load_bank(path: str | Path = BANK_PATH) -> Bank:
 
 def source_url(source: str) -> str:
     """The web address of a source: ``github:o/r/path`` -> its file on GitHub,
-    ``github:o/r#N`` -> its issue or pull request (GitHub redirects between the two)."""
+    ``github:o/r#N`` -> its issue or pull request (GitHub redirects between the two).
+    Characters outside ASCII and spaces are percent-encoded, so the address is a valid
+    Markdown link target."""
     if not source.startswith("github:"):
-        return source
+        return quote(source, safe=_URL_SAFE)
     repo_path = source[len("github:"):]
     if "#" in repo_path:
         repo, number = repo_path.split("#", 1)
         return f"https://github.com/{repo}/issues/{number}"
     owner, repo, rest = repo_path.split("/", 2)
-    return f"https://github.com/{owner}/{repo}/blob/HEAD/{rest}"
+    return f"https://github.com/{owner}/{repo}/blob/HEAD/{quote(rest, safe='/')}"
 
 
 def _source_key(source: str) -> str:
@@ -222,8 +226,10 @@ def card_labels(book_dir: str | Path = BOOK_DIR,
 
 
 def _escape(text: str) -> str:
-    """Markdown-safe inline text (no stray emphasis or link brackets)."""
-    return re.sub(r"([*_\[\]`<>])", r"\\\1", text)
+    """Markdown-safe inline text: no stray emphasis, link brackets or HTML; backticks stay
+    code spans when they pair up."""
+    text = re.sub(r"([*\[\]<>])", r"\\\1", text)
+    return text if text.count("`") % 2 == 0 else text.replace("`", "\\`")
 
 
 def _bullet(entry: Entry) -> str:
@@ -232,6 +238,49 @@ def _bullet(entry: Entry) -> str:
     return (f"- {_escape(entry.question)} **Answer:** {{ref}}`{entry.card}`. "
             f"*Source:* [{_escape(entry.source_title)}]({source_url(entry.source)}) "
             f"({kind}, {language}).")
+
+
+def _intro(counts: dict) -> tuple[str, str]:
+    """The page's introduction, in English and Chinese."""
+    en = (f"This page lists {counts['entries']} real questions about normalization, from "
+          f"{counts['sources']} public sources: interview question banks, interview reports "
+          "(including Chinese 面经), Q&A sites, course and coding exercises, and the issue "
+          "threads of major libraries. Each is written in the book's own words, with a link "
+          "to where it was asked and to the interview card that answers it. If you were "
+          "asked something, find its topic below, then open the card: its short answer is "
+          "what to say in twenty seconds, and its cell proves the claim.")
+    zh = (f"本页收录了 {counts['entries']} 道关于归一化的真实问题，来自 {counts['sources']} "
+          "个公开来源：面试题库、面经（包括中文面经）、问答网站、课程与编程练习，以及主流开源库的 "
+          "issue 讨论。每道题都用本书自己的话改写，并附上提问出处的链接和解答它的面试题卡片。"
+          "如果你在面试中被问到某个问题，先在下面找到它所属的主题，再打开对应的卡片：卡片的简答是"
+          "二十秒内能说完的回答，卡片的代码单元则验证其中的论断。")
+    return en, zh
+
+
+def _bullet_zh(entry: Entry) -> str:
+    kind = KINDS[entry.kind][1]
+    language = "中文" if entry.language == "zh" else "英文"
+    return (f"{_escape(entry.question_zh)} **答案：**{{ref}}`{entry.card}`。"
+            f"*来源：*[{_escape(entry.source_title)}]({source_url(entry.source)})"
+            f"（{kind}，{language}）。")
+
+
+def index_translations(bank: Bank) -> dict[str, str]:
+    """The Chinese of every message of the index page that depends on the bank (msgid ->
+    msgstr, as the catalog ``interview_index.po`` holds them): the introduction, the
+    table, the topic headings and one message per question (its ``question_zh``).
+
+    Raises :class:`BankError` when an entry has no ``question_zh``."""
+    missing = [e.id for e in bank.entries if not e.question_zh]
+    if missing:
+        raise BankError(f"entries without question_zh: {', '.join(missing[:5])}")
+    counts = coverage(bank)
+    en, zh = _intro(counts)
+    messages = {en: zh, "kind of source": "来源类型", "questions": "问题数"}
+    messages.update({english: chinese for english, chinese in KINDS.values()})
+    messages.update({t.title: t.title_zh for t in bank.topics})
+    messages.update({_bullet(e)[2:]: _bullet_zh(e) for e in bank.entries})
+    return messages
 
 
 def render_index(bank: Bank) -> str:
@@ -249,13 +298,7 @@ def render_index(bank: Bank) -> str:
         "book/interview_index.md --force` from `book/data/interview_bank.json`; "
         "do not edit by hand. -->",
         "",
-        f"This page lists {counts['entries']} real questions about normalization, from "
-        f"{counts['sources']} public sources: interview question banks, interview reports "
-        "(including Chinese 面经), Q&A sites, course and coding exercises, and the issue "
-        "threads of major libraries. Each is written in the book's own words, with a link "
-        "to where it was asked and to the interview card that answers it. If you were "
-        "asked something, find its topic below, then open the card: its short answer is "
-        "what to say in twenty seconds, and its cell proves the claim.",
+        _intro(counts)[0],
         "",
         "| kind of source | questions |",
         "|---|---|",
@@ -266,7 +309,7 @@ def render_index(bank: Bank) -> str:
         if not group:
             continue
         lines += ["", f"## {topic.title}", ""]
-        lines += [_bullet(e) for e in group]
+        lines += [_bullet(e) for e in sorted(group, key=lambda e: (e.card, e.id))]
     return "\n".join(lines) + "\n"
 
 
@@ -280,6 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="replace an existing page")
     parser.add_argument("--check", action="store_true",
                         help="only check that --out is up to date; exit 1 if not")
+    parser.add_argument("--translations", metavar="JSON",
+                        help="also write the page's Chinese messages as a po_tool apply file "
+                             "(python -m layernorm_tutorial.publishing.book_i18n.po_tool "
+                             "apply locales/zh_CN/LC_MESSAGES/book/interview_index.po JSON)")
     args = parser.parse_args(argv)
     if Path(args.bank).resolve() == Path(args.out).resolve():
         parser.error("--out is the --bank file; choose another page")
@@ -295,7 +342,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
             return 0
         out = check_output_path(args.out, force=args.force)
+        translations = None
+        if args.translations:
+            target = check_output_path(args.translations, force=args.force,
+                                       option="--translations")
+            if target.resolve() in (Path(args.out).resolve(), Path(args.bank).resolve()):
+                parser.error("--translations names the page or the bank; choose another file")
+            translations = [{"msgid": k, "msgstr": v, "fuzzy": False}
+                            for k, v in index_translations(bank).items()]
         write_text_atomically(out, text)
+        if translations is not None:
+            write_text_atomically(target, json.dumps(translations, ensure_ascii=False,
+                                                     indent=1) + "\n")
     except (BankError, OutputPathError) as exc:
         parser.error(str(exc))
     except KeyboardInterrupt:
