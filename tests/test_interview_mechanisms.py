@@ -340,3 +340,110 @@ def test_rms_norm_drill_accepts_float32_and_reports_shapes():
 
     result = rms_drill.check_rms_norm(dgamma_unsummed)
     assert not result.passed and "dgamma has shape" in result.message
+
+
+# --------------------------------------------------------------------------- issue 41
+def test_frozen_statistics_let_the_bias_run_away_while_the_loss_stays_put():
+    from layernorm_tutorial.lab.interview import batch_statistics as bs
+
+    frozen = bs.runaway_bias(False, steps=20)
+    steps = np.diff(frozen["bias_norm"])
+    assert steps.min() > 0.1 and np.ptp(steps) < 1e-9            # the same step, every step
+    assert frozen["bias_norm"][-1] > 10
+    assert np.ptp(frozen["loss"]) < 1e-12                         # the loss never moves
+    through = bs.runaway_bias(True, steps=20)
+    assert max(through["bias_grad"]) < 1e-12 and max(through["bias_norm"]) < 1e-12
+    assert through["loss"][0] == pytest.approx(frozen["loss"][0], abs=1e-9)
+    with pytest.raises(ValueError, match="steps"):
+        bs.runaway_bias(True, steps=0)
+
+
+def test_whitening_needs_more_samples_than_features_and_couples_them():
+    from layernorm_tutorial.lab.interview import whitening as wh
+
+    assert [wh.covariance_rank(m, 16) for m in (4, 8, 16, 17, 64)] == [3, 7, 15, 16, 16]
+    few, many = wh.whitened_covariance(8, 16), wh.whitened_covariance(64, 16)
+    assert many["whitened_gap"] < 1e-6 < 0.5 < few["whitened_gap"]
+    for result in (few, many):          # BN's per-feature variances are 1 at any batch size
+        assert result["standardized_gap"] < 1e-9 and result["standardized_offdiag"] > 0.1
+    coupling = wh.feature_coupling()
+    assert coupling["batch_norm"] == 0.0 and coupling["whitening"] > 0.1
+    x = torch.randn(40, 3, dtype=F64) @ torch.randn(3, 3, dtype=F64)
+    white = wh.zca_whiten(x, eps=0.0)
+    torch.testing.assert_close(white.T @ white / 40, torch.eye(3, dtype=F64))
+    with pytest.raises(ValueError, match=r"\(m, d\)"):
+        wh.zca_whiten(x[0])
+    with pytest.raises(ValueError, match="m >= 2"):
+        wh.covariance_rank(1, 3)
+
+
+def test_only_training_mode_batch_norm_couples_the_samples_of_a_batch():
+    from layernorm_tutorial.lab.interview import batch_coupling as bc
+
+    influence = {norm: bc.cross_sample_influence(norm) for norm in bc.NORMS}
+    assert influence.pop("BatchNorm, training") > 1e-3
+    assert set(influence.values()) == {0.0}
+    assert len(influence) == 6
+    with pytest.raises(ValueError, match="norm must be one of"):
+        bc.cross_sample_influence("PowerNorm")
+    with pytest.raises(ValueError, match="batch"):
+        bc.cross_sample_influence("LayerNorm", batch=1)
+
+
+def test_ln_lstm_follows_ba_et_al_and_cannot_be_had_by_wrapping_a_fused_lstm():
+    from layernorm_tutorial.lab.interview import ln_lstm
+
+    assert ln_lstm.equations_gap() < 1e-12
+    change = ln_lstm.projection_scale_change(10.0)
+    assert change["ln_lstm"] < 1e-9 < 0.1 < change["wrapped_lstm"]
+    assert ln_lstm.projection_scale_change(1.0) == {"ln_lstm": 0.0, "wrapped_lstm": 0.0}
+    per_gate, joint = ln_lstm.gate_block_means(True), ln_lstm.gate_block_means(False)
+    assert per_gate.abs().max() < 1e-12                   # each block pinned to mean 0
+    assert joint.abs().min() > 0.05                       # blocks keep their own levels
+    assert joint.mean(1).abs().max() < 1e-12              # only their average is 0
+    assert joint[:, 1].min() > 0                          # the forget gate's lean survives
+    cell = ln_lstm.cell_magnitude_change(5.0)
+    assert cell["with_cell_ln"] < 1e-12 < 0.1 < cell["without_cell_ln"]
+    torch.manual_seed(0)
+    expected = torch.rand(1)
+    torch.manual_seed(0)
+    ln_lstm.projection_scale_change()
+    assert torch.rand(1) == expected                      # the global generator is untouched
+
+
+def test_weight_norm_gradient_is_scaled_and_projected_and_only_grows_v():
+    out = bm.weight_norm_gradient(lr=0.3)
+    assert out["formula_gap"] < 1e-12 and out["cosine"] < 1e-12
+    assert out["norm_growth"] < 1e-12
+    assert out["grad_ratio"] == pytest.approx(10.0, rel=1e-12)
+
+
+def test_preactivation_units_keep_an_identity_skip_path_and_an_unnormalized_stream():
+    out = bm.preactivation_units((1, 4, 16))
+    assert out["identity_gap"]["pre_activation"] == 0.0
+    assert out["identity_gap"]["original"] > 0.5                # ReLU after the add
+    stds = [out["stream_std"][d] for d in (1, 4, 16)]
+    assert stds[0] > 1 and stds[0] < stds[1] < stds[2]
+
+
+def test_style_adain_sets_the_statistics_whatever_the_input_and_the_blend_interpolates():
+    x = torch.randn(2, 3, 6, 6, dtype=F64) * 3 + 1
+    y_s = torch.rand(2, 3, dtype=F64) + 0.5
+    y_b = torch.randn(2, 3, dtype=F64)
+    out = cn.style_adain(x, y_s, y_b)
+    mean, std = cn.channel_mean_std(out, eps=0.0)
+    torch.testing.assert_close(mean[..., 0, 0], y_b, rtol=0, atol=1e-12)
+    torch.testing.assert_close(std[..., 0, 0], y_s, rtol=1e-6, atol=0)
+    rescaled = x * torch.tensor([5.0, 0.2, 2.0], dtype=F64).view(1, 3, 1, 1) - 7.0
+    torch.testing.assert_close(cn.style_adain(rescaled, y_s, y_b), out, rtol=0, atol=1e-6)
+    other = torch.randn(2, 3, 6, 6, dtype=F64)
+    assert (cn.style_adain(other, y_s, y_b) - out).abs().max() > 0.5    # the pattern stays
+    with pytest.raises(ValueError, match="y_s and y_b"):
+        cn.style_adain(x, y_s[:, :2], y_b)
+    style = torch.randn(2, 3, 4, 4, dtype=F64) * 2 + 3
+    torch.testing.assert_close(cn.adain_blend(x, style, 0.0), x)
+    torch.testing.assert_close(cn.adain_blend(x, style, 1.0), cn.adain(x, style))
+    torch.testing.assert_close(cn.adain_blend(x, style, 0.5),
+                               0.5 * (x + cn.adain(x, style)))
+    with pytest.raises(ValueError, match="alpha"):
+        cn.adain_blend(x, style, 1.5)

@@ -30,6 +30,18 @@ numbers are the same on any CPU to the digits the chapter prints.
 ``whitened_equivalence()``
     On whitened inputs (zero mean, identity covariance) one BN layer and one weight-normalized
     layer compute the same thing.
+``weight_norm_gradient(lr)``
+    Salimans and Kingma's (2016, sec. 2.1) gradient of weight normalization:
+    :math:`\nabla_v L = \frac{g}{\lVert v\rVert}(I - \frac{ww^\top}{\lVert w\rVert^2})
+    \nabla_w L`, orthogonal to :math:`v`, so an SGD step only lengthens :math:`v`
+    (:math:`\lVert v'\rVert^2 = \lVert v\rVert^2 + \eta^2\lVert\nabla_v L\rVert^2`), and
+    a longer :math:`v` gets a proportionally smaller gradient.
+``preactivation_units(depths)``
+    He et al.'s (2016, "Identity mappings") residual units with BN: the original
+    (weight, BN, ReLU, weight, BN, add, ReLU) and the full pre-activation one (BN, ReLU,
+    weight, BN, ReLU, weight, add). With the branch switched off, only the pre-activation
+    unit passes its input through unchanged; and its stream is never normalized, so its
+    spread grows with depth (hence the extra BN and ReLU before the classifier).
 """
 
 from __future__ import annotations
@@ -47,7 +59,8 @@ from layernorm_tutorial.lab.interview import distribution_shift
 
 __all__ = ["ORDERS", "placement", "batch_noise", "predicted_batch_noise",
            "dropout_variance_shift", "dropout_remedy", "predicted_eval_variance",
-           "weight_scale_invariance", "weight_norm_vs_batch_norm", "whitened_equivalence"]
+           "weight_scale_invariance", "weight_norm_vs_batch_norm", "whitened_equivalence",
+           "weight_norm_gradient", "preactivation_units"]
 
 F64 = torch.float64
 ORDERS = ("bn_relu", "relu_bn")
@@ -306,3 +319,73 @@ def whitened_equivalence(*, batch: int = 64, features: int = 8, units: int = 4,
         bn = LF.batch_norm(x @ v.T, None, None, training=True, eps=1e-12)
         out[name] = (bn - x @ wn.weight_norm(v, gain, dim=0).T).abs().max().item()
     return out
+
+
+def weight_norm_gradient(lr: float = 0.1, *, units: int = 4, features: int = 8,
+                         seed: int = 0) -> dict:
+    r"""One weight-normalized layer ``w = g v / |v|`` (rows are units) on a fixed batch and a
+    fixed linear loss. Returns ``formula_gap`` (max difference between autograd's
+    :math:`\nabla_v L` and :math:`\frac{g}{\lVert v\rVert}M_w\nabla_w L`), ``cosine``
+    (largest :math:`|\cos(v, \nabla_v L)|` over units: 0), ``norm_growth`` (largest
+    :math:`\lVert v'\rVert^2 - \lVert v\rVert^2 - \eta^2\lVert\nabla_v L\rVert^2` after
+    one SGD step with rate ``lr``: 0) and ``grad_ratio`` (:math:`\lVert\nabla_v L\rVert`
+    at ``v`` over that at ``10 v``: 10, the function being unchanged)."""
+    g = _gen(seed)
+    x = torch.randn(32, features, generator=g, dtype=F64)
+    target = torch.randn(32, units, generator=g, dtype=F64)
+    v = torch.randn(units, features, generator=g, dtype=F64)
+    gain = torch.rand(units, 1, generator=g, dtype=F64) + 0.5
+
+    def grad_v(vv):
+        vv = vv.clone().requires_grad_(True)
+        ((x @ wn.weight_norm(vv, gain, dim=0).T) * target).sum().backward()
+        return vv.grad
+
+    w = wn.weight_norm(v, gain, dim=0).requires_grad_(True)
+    ((x @ w.T) * target).sum().backward()
+    gv = grad_v(v)
+    norms = v.norm(dim=1, keepdim=True)
+    unit_w = w.detach() / w.detach().norm(dim=1, keepdim=True)
+    projected = w.grad - (w.grad * unit_w).sum(1, keepdim=True) * unit_w   # M_w grad_w
+    stepped = v - lr * gv
+    return {"formula_gap": (gv - gain / norms * projected).abs().max().item(),
+            "cosine": ((gv * v).sum(1) / (gv.norm(dim=1) * norms[:, 0])).abs().max().item(),
+            "norm_growth": (stepped.norm(dim=1) ** 2 - norms[:, 0] ** 2
+                            - lr ** 2 * gv.norm(dim=1) ** 2).abs().max().item(),
+            "grad_ratio": (gv.norm() / grad_v(10 * v).norm()).item()}
+
+
+def preactivation_units(depths=(1, 4, 16, 64), *, width: int = 32, batch: int = 256,
+                        seed: int = 0) -> dict:
+    r"""He et al.'s original and full pre-activation residual units, fully connected, with
+    training-mode BN (no affine) and random weights :math:`\mathcal N(0, 2/\text{width})`.
+
+    Returns ``{"identity_gap": {"original": ..., "pre_activation": ...}}``, the largest
+    ``|unit(x) - x|`` with the branch's last weight set to 0 (inputs with negative entries),
+    and ``{"stream_std": {depth: ...}}``, the average per-feature standard deviation of the
+    pre-activation stream after ``depth`` units, starting from a standardized input."""
+    g = _gen(seed)
+    x = torch.randn(batch, width, generator=g, dtype=F64)
+
+    def weight():
+        return torch.randn(width, width, generator=g, dtype=F64) * (2 / width) ** 0.5
+
+    def bn(t):
+        return LF.batch_norm(t, None, None, training=True)
+
+    def original(t, w1, w2):                  # weight, BN, ReLU, weight, BN, add, ReLU
+        return torch.relu(t + bn(torch.relu(bn(t @ w1.T)) @ w2.T))
+
+    def pre_activation(t, w1, w2):            # BN, ReLU, weight, BN, ReLU, weight, add
+        return t + torch.relu(bn(torch.relu(bn(t)) @ w1.T)) @ w2.T
+
+    w1, zero = weight(), torch.zeros(width, width, dtype=F64)
+    gaps = {"original": (original(x, w1, zero) - x).abs().max().item(),
+            "pre_activation": (pre_activation(x, w1, zero) - x).abs().max().item()}
+    stream, stds, depth = x, {}, 0
+    for target in sorted(depths):
+        while depth < target:
+            stream = pre_activation(stream, weight(), weight())
+            depth += 1
+        stds[target] = stream.std(0, correction=0).mean().item()
+    return {"identity_gap": gaps, "stream_std": stds}

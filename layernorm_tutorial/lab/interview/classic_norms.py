@@ -22,7 +22,13 @@ r"""Three normalizations interviewers ask about by name, from elementary ops.
     Adaptive instance normalization (Huang and Belongie, 2017):
     :math:`\mathrm{AdaIN}(x, y) = \sigma(y)\,\frac{x-\mu(x)}{\sigma(x)} + \mu(y)`, statistics
     per sample and channel over the spatial axes: instance norm with the gain and bias taken
-    from the style features.
+    from the style features. ``adain_blend`` is their content-style trade-off at test time,
+    :math:`(1-\alpha) f(c) + \alpha\,\mathrm{AdaIN}(f(c), f(s))` on encoder features.
+``style_adain(x, y_s, y_b)``
+    StyleGAN's AdaIN (Karras et al., 2019, sec. 2): the style is a vector
+    :math:`y = (y_s, y_b)` made from the latent :math:`w` by a learned affine map, and
+    :math:`\mathrm{AdaIN}(x_i, y) = y_{s,i}\,\frac{x_i-\mu(x_i)}{\sigma(x_i)} + y_{b,i}`
+    per feature map :math:`x_i`.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ import torch
 from layernorm_tutorial import functional as LF
 
 __all__ = ["local_response_norm", "partial_rms_norm", "partial_rms_error",
-           "predicted_partial_rms_error", "adain", "channel_mean_std"]
+           "predicted_partial_rms_error", "adain", "adain_blend", "style_adain",
+           "channel_mean_std"]
 
 F64 = torch.float64
 
@@ -120,3 +127,24 @@ def adain(content: torch.Tensor, style: torch.Tensor, eps: float = 1e-5) -> torc
                          f"and {tuple(style.shape)}")
     mean_s, std_s = channel_mean_std(style, eps)
     return LF.instance_norm(content, eps=eps) * std_s + mean_s
+
+
+def adain_blend(content: torch.Tensor, style: torch.Tensor, alpha: float,
+                eps: float = 1e-5) -> torch.Tensor:
+    """Huang and Belongie's content-style trade-off on encoder features: ``(1 - alpha) *
+    content + alpha * adain(content, style)``, ``alpha`` in [0, 1] (0: the content features
+    unchanged, 1: full stylization)."""
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    return (1 - alpha) * content + alpha * adain(content, style, eps)
+
+
+def style_adain(x: torch.Tensor, y_s: torch.Tensor, y_b: torch.Tensor,
+                eps: float = 1e-8) -> torch.Tensor:
+    """StyleGAN's AdaIN: each feature map of ``x`` ``(N, C, *)`` instance-normalized, then
+    scaled by ``y_s`` and shifted by ``y_b`` (both ``(N, C)``, one style per sample)."""
+    if y_s.shape != x.shape[:2] or y_b.shape != x.shape[:2]:
+        raise ValueError(f"y_s and y_b must have shape {tuple(x.shape[:2])}, got "
+                         f"{tuple(y_s.shape)} and {tuple(y_b.shape)}")
+    shape = tuple(x.shape[:2]) + (1,) * (x.dim() - 2)
+    return LF.instance_norm(x, eps=eps) * y_s.reshape(shape) + y_b.reshape(shape)
