@@ -261,3 +261,33 @@ def test_committed_replication_re_ran_the_committed_results():
     assert rep["original"] == {"lr": doc["lr"], "accuracy": doc["accuracy"]}
     env = numerics_paths.PATHS[rep["numerics_path"]]
     assert rep["path_machine"]["environment"] == env and env   # a path other than native
+
+
+def test_stored_comparison_with_a_confirmatory_run_makes_its_verdict_the_chapters():
+    doc = load_results(ln_vs_he.COMMITTED_PATH)
+    rep = load_results(ln_vs_he.REPLICATION_PATH)
+    conf = load_results(ln_vs_he.BOOK_DATA / "principles_ln_vs_he_confirmatory.json")
+    shown = ln_vs_he.StoredComparison(doc, rep, conf)
+    fresh = ln_vs_he.verdict_from_document(conf)
+    assert shown.chapter_verdict() == fresh
+    values = shown.glue_values()
+    assert values["lnhe_verdict"].endswith(fresh.text(1, 100, " pts"))
+    assert values["lnhe_word"] == fresh.word
+    assert values["lnhe_stored_verdict"] == "exploratory, " + shown.verdict.text(1, 100, " pts")
+    assert values["lnhe_conf_tuning_seeds"] == "99, 100"
+    table = shown.confirmatory_table()
+    assert max(len(line) for line in table.splitlines()) <= 80
+    assert "confirmatory: " in table and "earlier run:  exploratory, " in table
+    assert "registered first" in table.replace("\n  ", " ")
+    # the stored run's table no longer calls its verdict the chapter's
+    assert "verdict: exploratory, " in shown.table()
+    # an arm whose chosen rate is an end of the grid is named
+    assert ln_vs_he.edge_rates(conf) == {
+        a: conf["lr"][a] for a in conf["arms"]
+        if conf["lr"][a] in (conf["lr_grid"][0], conf["lr_grid"][-1])}
+    for arm in ln_vs_he.edge_rates(conf):
+        assert f"{arm}: the chosen rate" in table
+    with pytest.raises(ValueError, match="confirmatory results file"):
+        ln_vs_he.StoredComparison(doc, rep, doc)
+    with pytest.raises(ValueError, match="no confirmatory run"):
+        ln_vs_he.StoredComparison(doc, rep).confirmatory_table()

@@ -120,3 +120,26 @@ def test_registration_lines_carry_the_disclosure_and_the_dates():
     text = report.registration_lines("residual.depth", doc)
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "committed together with their data" in text and "registered " in text
+
+
+def test_pairs_table_prints_the_confirmatory_verdicts_with_the_earlier_beside_them():
+    from layernorm_tutorial.lab.confirmatory import verdicts
+
+    doc = stored_results.load_results(sweep.COMMITTED_PATH)
+    conf = verdicts.load("residual_runs_confirmatory.json")
+    pairs = verdicts.residual_pairs(conf, doc)
+    for part, n in (("schedules", 6), ("depth", 3)):
+        table, values = report.pairs_table(pairs, part)
+        assert _width(table) <= 80 and "Bonferroni" in table
+        assert table.count("confirmatory: ") == n
+        assert sorted(k for k in values if k.startswith("res-v-")) == sorted(
+            report.verdict_table(conf, part)[1])
+        assert all(values[k].startswith("exploratory, ") for k in values
+                   if k.startswith("res-e-"))
+    # the confirmatory words are the confirmatory file's, the earlier ones the stored file's
+    _, values = report.pairs_table(pairs, "depth")
+    assert values["res-v-depth-24"] == report.verdict_table(conf, "depth")[1]["res-v-depth-24"]
+    assert values["res-e-depth-24"].removeprefix("exploratory, ") == \
+        report.verdict_table(doc, "depth")[1]["res-v-depth-24"]
+    with pytest.raises(ValueError, match="part must be"):
+        report.pairs_table(pairs, "everything")

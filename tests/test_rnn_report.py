@@ -208,3 +208,45 @@ def test_registration_lines_carry_threshold_disclosure_and_dates():
     assert max(len(line) for line in text.splitlines()) <= 80
     assert text.startswith("threshold (claim rnn.race, in the registry): 2 points")
     assert "committed together with their data" in text and "registered " in text
+
+
+def _pairs(doc, conf):
+    """Pairs as lab.confirmatory.verdicts.rnn_pairs builds them, from two documents."""
+    from layernorm_tutorial.lab.confirmatory import verdicts
+
+    return verdicts.rnn_pairs(conf, doc)
+
+
+def _claims_doc(doc):
+    """A document the confirmatory pairing accepts (registered claim, a start date)."""
+    return {**doc, "confirmatory": True, "started": {"date": "2026-11-28T14:00:00+00:00",
+                                                     "commit": "abcdef0"}}
+
+
+def test_pairs_table_prints_the_confirmatory_verdict_with_the_earlier_beside_it():
+    earlier = _doc()
+    conf = _claims_doc(_doc())
+    for r in conf["runs"]:   # the fresh seeds: the LN arms' first-epoch lead is larger
+        if r["arm"].startswith("LN"):
+            r["test_accuracy"] = [r["test_accuracy"][0] + 0.03, r["test_accuracy"][1]]
+    pairs = _pairs(earlier, conf)
+    table, values = report.pairs_table(pairs, epochs=(1, 2))
+    assert max(len(line) for line in table.splitlines()) <= 80
+    assert table.count("confirmatory: ") == 8 and table.count("earlier run:  exploratory") == 8
+    p = next(p for p in pairs if p.label == "LN-RNN vs RNN, epoch 1")
+    assert values["rnn-v-ln-rnn-rnn-1"] == p.confirmatory.text(1, 100, " pts")
+    assert values["rnn-e-ln-rnn-rnn-1"].startswith("exploratory, ")
+    assert values["rnn-v-ln-rnn-rnn-1"] != values["rnn-e-ln-rnn-rnn-1"].removeprefix(
+        "exploratory, ")
+    assert "over this chapter's 8 verdicts" in table.replace("\n", " ")
+    with pytest.raises(ValueError, match="no comparison"):
+        report.pairs_table(pairs, epochs=(3,))
+
+
+def test_best_decided_and_epoch_words_read_the_confirmatory_family():
+    pairs = _pairs(_doc(), _claims_doc(_doc()))
+    label, p, level = report.best_decided(pairs)
+    assert level == pytest.approx(0.05 / 8)
+    assert p == min(q.confirmatory.p for q in pairs if q.confirmatory.decided)
+    words = report.epoch_words(pairs)
+    assert words.count("epoch 1:") == 4 and words.endswith(f"of {len(pairs)}")

@@ -27,10 +27,10 @@ from layernorm_tutorial.lab.common import claims
 from layernorm_tutorial.lab.common.stored_results import BOOK_DATA, provenance, run_jobs
 from layernorm_tutorial.lab.common.training import DigitsData, load_digits_split, make_mlp
 from layernorm_tutorial.lab.common.verdict import (
-    HOLM_MARK,
+    MARK,
     Verdict,
-    holm,
-    holm_sentence,
+    family_marks,
+    family_sentence,
     seed_plan,
 )
 from layernorm_tutorial.lab.principles.init_sensitivity import MLPEnsemble, train_ensemble
@@ -40,7 +40,8 @@ __all__ = ["ARMS", "THRESHOLD", "LR_GRID", "COMMAND", "COMMITTED_PATH", "TEST_FR
            "split_indices", "tuning_split", "run_comparison", "reported_accuracies",
            "build_document", "verdict_from_document", "REPLICATION_PATH",
            "REPLICATION_COMMAND", "REPLICATION_NUMERICS", "replicate", "Replication",
-           "replication_from_documents", "EARLIER_RUN", "StoredComparison", "disclosure"]
+           "replication_from_documents", "EARLIER_RUN", "StoredComparison", "disclosure",
+           "edge_rates"]
 
 #: The two arms as ``make_mlp`` keyword arguments; the claim is that the first beats the second.
 ARMS = {"default init + LayerNorm": {"layer_norm": True},
@@ -170,7 +171,7 @@ def build_document(result: dict, seconds: float, config: dict) -> dict:
 
 def verdict_from_document(doc: dict, setting: str = "") -> Verdict:
     """The registered claim judged on the stored accuracies: first arm against second,
-    paired by seed (``claims.judge``, verdict method v2)."""
+    paired by seed (``claims.judge``, verdict method v3)."""
     first, second = doc["arms"]
     return claims.judge(CLAIM_ID, doc["accuracy"][first], doc["accuracy"][second],
                         setting=setting)
@@ -260,47 +261,110 @@ EARLIER_RUN = {"commit": "ca7ff54",
                             "He init": [0.96659, 0.93541, 0.94432, 0.95768, 0.95323]}}
 
 
+def edge_rates(doc: dict) -> dict[str, float]:
+    """``{arm: chosen rate}`` for each arm whose chosen rate sits at an end of the grid
+    (the grid may have cut off its best rate; the rule does not extend this grid)."""
+    grid = doc["lr_grid"]
+    return {a: doc["lr"][a] for a in doc["arms"]
+            if grid.index(doc["lr"][a]) in (0, len(grid) - 1)}
+
+
+def _runs_lines(d: dict) -> list[str]:
+    """The tuning accuracies per rate, the chosen rates and the reported test accuracies."""
+    lines = [f"rates chosen on tuning seeds {_ids(d['tuning_seeds'])} by the accuracy "
+             f"(%) on {d['validation_images']}",
+             "validation images that lie in no reported seed's test set:"]
+    for arm in d["arms"]:
+        acc = " ".join(f"{100 * a:4.1f}" for a in d["validation_accuracy"][arm])
+        lines.append(f"  {arm:24s} {acc} -> lr {d['lr'][arm]:g}")
+    lines.append(f"  (grid: {', '.join(f'{lr:g}' for lr in d['lr_grid'])})")
+    for arm, lr in edge_rates(d).items():
+        lines.append(_wrap(f"{arm}: the chosen rate {lr:g} is an end of the grid (the "
+                           "rule takes the first best rate on ties and does not extend "
+                           "the grid)"))
+    lines.append(textwrap.fill(f"test accuracy (%) on reported seeds "
+                               f"{_ids(d['reported_seeds'])}, each with its own split:", 80))
+    for arm in d["arms"]:
+        acc = " ".join(f"{100 * a:4.1f}" for a in d["accuracy"][arm])
+        lines.append(f"  {arm:24s} {acc}")
+    return lines
+
+
 class StoredComparison:
     """The stored comparison and its replication as the chapter shows them: the tuning and
-    test accuracies (:meth:`table`, within 80 columns), the verdict with its Holm mark and
-    registration, the replication, and the values the prose glues (:meth:`glue_values`).
+    test accuracies (:meth:`table`, within 80 columns), the verdict with the mark of the
+    family's correction and its registration, the replication, and the values the prose
+    glues (:meth:`glue_values`).
 
-    The principles chapter judges one claim, so its Holm family is this one verdict."""
+    ``confirmatory``: the confirmatory run on fresh seeds
+    (``book/data/principles_ln_vs_he_confirmatory.json``, registered before its runs).
+    With it, its verdict is the chapter's (:meth:`confirmatory_table`), and the stored
+    run's verdict is printed beside it as exploratory (its threshold was committed together
+    with its data). The principles chapter judges one claim, so its family is one verdict."""
 
-    def __init__(self, doc: dict, replication: dict):
+    def __init__(self, doc: dict, replication: dict, confirmatory: dict | None = None):
         self.doc = doc
         self.verdict = verdict_from_document(doc)
         self.replication = replication_from_documents(doc, replication)
-        self.holm_mark = holm([self.verdict])[0]
+        self.confirmatory = confirmatory
+        if confirmatory is not None:
+            if not confirmatory.get("confirmatory"):
+                raise ValueError("confirmatory must be a confirmatory results file "
+                                 "(python -m layernorm_tutorial.lab.confirmatory principles)")
+            self.confirmatory_verdict = verdict_from_document(confirmatory)
+            self.mark = family_marks([self.confirmatory_verdict])[0]
+        else:
+            self.confirmatory_verdict = None
+            self.mark = family_marks([self.verdict])[0]
 
     def rates_inside_grid(self) -> bool:
-        """Neither arm's chosen rate sits at an end of the grid."""
-        grid = self.doc["lr_grid"]
-        return all(0 < grid.index(self.doc["lr"][a]) < len(grid) - 1 for a in self.doc["arms"])
+        """Neither arm's chosen rate in the stored run sits at an end of the grid."""
+        return not edge_rates(self.doc)
+
+    def chapter_verdict(self) -> Verdict:
+        """The chapter's verdict: the confirmatory one when given, else the stored run's."""
+        return self.verdict if self.confirmatory is None else self.confirmatory_verdict
 
     def verdict_text(self) -> str:
-        mark = HOLM_MARK + " " if self.holm_mark else ""
-        return mark + self.verdict.text(1, 100, " pts")
+        """The chapter's verdict with its mark (:meth:`chapter_verdict`)."""
+        mark = MARK + " " if self.mark else ""
+        return mark + self.chapter_verdict().text(1, 100, " pts")
+
+    def earlier_text(self) -> str:
+        """The stored (earlier) run's verdict, marked exploratory when a confirmatory run
+        is given."""
+        v = self.verdict
+        if self.confirmatory is not None:
+            v = Verdict(**{**v.__dict__, "exploratory": True})
+        return v.text(1, 100, " pts")
 
     def table(self) -> str:
+        """The stored run: rates, accuracies, registration, disclosure and its verdict (the
+        chapter's, or with a confirmatory run the earlier one, exploratory)."""
         d = self.doc
-        lines = [f"rates chosen on tuning seeds {_ids(d['tuning_seeds'])} by the accuracy "
-                 f"(%) on {d['validation_images']}",
-                 "validation images that lie in no reported seed's test set:"]
-        for arm in d["arms"]:
-            acc = " ".join(f"{100 * a:4.1f}" for a in d["validation_accuracy"][arm])
-            lines.append(f"  {arm:24s} {acc} -> lr {d['lr'][arm]:g}")
-        lines.append(f"  (grid: {', '.join(f'{lr:g}' for lr in d['lr_grid'])})")
-        lines.append(f"test accuracy (%) on reported seeds {_ids(d['reported_seeds'])}, "
-                     "each with its own split:")
-        for arm in d["arms"]:
-            acc = " ".join(f"{100 * a:4.1f}" for a in d["accuracy"][arm])
-            lines.append(f"  {arm:24s} {acc}")
+        lines = _runs_lines(d)
         lines += [f"claim {CLAIM_ID}: threshold {100 * THRESHOLD:g} point",
                   _wrap(claims.registration_note(CLAIM_ID, d)),
-                  _wrap(disclosure()),
-                  f"verdict: {self.verdict_text()}",
-                  _wrap(holm_sentence([self.verdict]))]
+                  _wrap(disclosure())]
+        if self.confirmatory is None:
+            lines += [f"verdict: {self.verdict_text()}",
+                      _wrap(family_sentence([self.verdict]))]
+        else:
+            lines.append(f"verdict: {self.earlier_text()}")
+        return "\n".join(lines)
+
+    def confirmatory_table(self) -> str:
+        """The confirmatory run: rates chosen again on its fresh tuning seeds (and the arms
+        whose rate sits at an end of the grid), accuracies on its fresh reported seeds, its
+        registration line, and the chapter's verdict with the stored run's beside it."""
+        if self.confirmatory is None:
+            raise ValueError("no confirmatory run: pass confirmatory=")
+        c = self.confirmatory
+        lines = _runs_lines(c)
+        lines += [_wrap(claims.registration_note(CLAIM_ID, c)),
+                  f"confirmatory: {self.verdict_text()}",
+                  f"earlier run:  {self.earlier_text()}",
+                  _wrap(family_sentence([self.confirmatory_verdict]))]
         return "\n".join(lines)
 
     def replication_sentence(self) -> str:
@@ -316,7 +380,7 @@ class StoredComparison:
                 "arithmetic, so the book does not count the claim as established")
 
     def earlier_verdict(self) -> Verdict:
-        """:data:`EARLIER_RUN` judged by today's rule (verdict method v2)."""
+        """:data:`EARLIER_RUN` judged by today's rule (verdict method v3)."""
         return verdict_from_document({**self.doc, "accuracy": EARLIER_RUN["accuracy"]})
 
     def conclusion(self) -> str:
@@ -331,21 +395,36 @@ class StoredComparison:
                 "it did not show a difference that survives a change of arithmetic")
 
     def glue_values(self) -> dict:
+        """The values the prose quotes: ``lnhe_verdict`` (the chapter's verdict, with its
+        mark), ``lnhe_word``, the stored run's settings and replication, and with a
+        confirmatory run ``lnhe_stored_verdict`` (the stored run's, exploratory) and
+        ``lnhe_conf_*`` (its seeds, validation images and chosen rates)."""
         d, r = self.doc, self.replication
         arm_ln, arm_he = d["arms"]
         runs = 2 * len(d["reported_seeds"]) + 2 * len(d["tuning_seeds"]) * len(d["lr_grid"])
-        return {"lnhe_runs": runs,
-                "lnhe_grid": ", ".join(f"{lr:g}" for lr in d["lr_grid"]),
-                "lnhe_tuning_seeds": _ids(d["tuning_seeds"]),
-                "lnhe_reported_seeds": _ids(d["reported_seeds"]),
-                "lnhe_validation_images": d["validation_images"],
-                "lnhe_lr_ln": f"{d['lr'][arm_ln]:g}", "lnhe_lr_he": f"{d['lr'][arm_he]:g}",
-                "lnhe_verdict": self.verdict_text(), "lnhe_word": self.verdict.word,
-                "lnhe_rep_path": r.path,
-                "lnhe_rep_verdict": r.replicated.text(1, 100, " pts"),
-                "lnhe_machine": machine_words(d),
-                "lnhe_earlier_commit": EARLIER_RUN["commit"],
-                "lnhe_earlier_verdict": self.earlier_verdict().text(1, 100, " pts")}
+        conf = {}
+        if self.confirmatory is not None:
+            c = self.confirmatory
+            conf = {"lnhe_stored_verdict": self.earlier_text(),
+                    "lnhe_conf_tuning_seeds": _ids(c["tuning_seeds"]),
+                    "lnhe_conf_reported_seeds": _ids(c["reported_seeds"]),
+                    "lnhe_conf_validation_images": c["validation_images"],
+                    "lnhe_conf_lr_ln": f"{c['lr'][arm_ln]:g}",
+                    "lnhe_conf_lr_he": f"{c['lr'][arm_he]:g}"}
+        values = {"lnhe_runs": runs,
+                  "lnhe_grid": ", ".join(f"{lr:g}" for lr in d["lr_grid"]),
+                  "lnhe_tuning_seeds": _ids(d["tuning_seeds"]),
+                  "lnhe_reported_seeds": _ids(d["reported_seeds"]),
+                  "lnhe_validation_images": d["validation_images"],
+                  "lnhe_lr_ln": f"{d['lr'][arm_ln]:g}", "lnhe_lr_he": f"{d['lr'][arm_he]:g}",
+                  "lnhe_verdict": self.verdict_text(),
+                  "lnhe_word": self.chapter_verdict().word,
+                  "lnhe_rep_path": r.path,
+                  "lnhe_rep_verdict": r.replicated.text(1, 100, " pts"),
+                  "lnhe_machine": machine_words(d),
+                  "lnhe_earlier_commit": EARLIER_RUN["commit"],
+                  "lnhe_earlier_verdict": self.earlier_verdict().text(1, 100, " pts")}
+        return conf | values
 
 
 def disclosure() -> str:

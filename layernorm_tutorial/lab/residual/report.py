@@ -19,7 +19,7 @@ from layernorm_tutorial.lab.residual import sweep
 
 __all__ = ["CovarianceSummary", "GradientSummary", "VarianceSummary", "covariance_terms",
            "depth_table", "first_step_table", "probe_gone_layer", "registration_lines",
-           "replication_lines", "schedule_table", "verdict_table"]
+           "replication_lines", "schedule_table", "verdict_table", "pairs_table"]
 
 _PROBE_LAYERS = (1, 2, 5, 10, 40)
 _OTHER = {"no warm-up": "no warm-up",
@@ -262,8 +262,9 @@ def depth_table(doc: dict) -> tuple[str, dict]:
 
 
 def verdict_table(doc: dict, part: str) -> tuple[str, dict]:
-    """One part (``"schedules"`` or ``"depth"``) of the chapter's nine verdicts, with the
-    Holm marks of the whole family (:func:`~.sweep.family`), within 80 columns; returns
+    """One part (``"schedules"`` or ``"depth"``) of the nine verdicts of one results file,
+    with the marks of the Bonferroni correction over the whole family
+    (:func:`~.sweep.family`), within 80 columns; returns
     ``(table, glue values)``: ``res-v-<post|pre>-wu-<schedule index>`` or
     ``res-v-depth-<layers>``."""
     if part not in ("schedules", "depth"):
@@ -276,7 +277,7 @@ def verdict_table(doc: dict, part: str) -> tuple[str, dict]:
         is_depth = label.endswith("pre-LN vs post-LN")
         if is_depth != (part == "depth"):
             continue
-        text = f"{verdict_method.HOLM_MARK if mark else ' '} {v.text(**kw)}"
+        text = f"{verdict_method.MARK if mark else ' '} {v.text(**kw)}"
         if is_depth:
             layers = int(label.split()[0])
             values[f"res-v-depth-{layers}"] = v.text(**kw)
@@ -287,7 +288,41 @@ def verdict_table(doc: dict, part: str) -> tuple[str, dict]:
             lines.append(f"  {name}, warm-up vs {_OTHER[other]}:")
             lines.append(f"      {text}")
     verdicts = [v for v, _ in family.values()]
-    lines += textwrap.wrap(verdict_method.holm_sentence(verdicts), 80)
+    lines += textwrap.wrap(verdict_method.family_sentence(verdicts), 80)
+    return "\n".join(lines), values
+
+
+def _glue_key(label: str) -> str:
+    """A label of :func:`~.sweep.all_verdicts` -> its glue name: ``res-v-<post|pre>-wu-<
+    schedule index>`` or ``res-v-depth-<layers>``."""
+    if label.endswith("pre-LN vs post-LN"):
+        return f"res-v-depth-{int(label.split()[0])}"
+    name, other = label.split(", warm-up vs ")
+    return f"res-v-{_short(name)}-wu-{list(sweep.SCHEDULES).index(other)}"
+
+
+def pairs_table(pairs, part: str, width: int = 80) -> tuple[str, dict]:
+    """One part (``"schedules"`` or ``"depth"``) of the chapter's nine verdicts: the
+    confirmatory verdict (fresh seeds, with the mark of the Bonferroni correction over the
+    nine confirmatory verdicts) and the earlier run's beside it, exploratory.
+
+    ``pairs``: ``lab.confirmatory.verdicts.residual_pairs()`` (labels of
+    :func:`~.sweep.all_verdicts`). Returns ``(table, glue values)``: the names of
+    :func:`verdict_table` for the confirmatory verdicts, the same with ``res-e-`` for the
+    earlier run's (exploratory)."""
+    if part not in ("schedules", "depth"):
+        raise ValueError(f"part must be 'schedules' or 'depth', got {part!r}")
+    kw = {"digits": 2, "unit": " nats"}
+    lines, values = [], {}
+    for p in pairs:
+        if p.label.endswith("pre-LN vs post-LN") != (part == "depth"):
+            continue
+        key = _glue_key(p.label)
+        lines.append(p.text(width))
+        values[key] = p.confirmatory.text(**kw)
+        values[key.replace("res-v-", "res-e-", 1)] = p.exploratory.text(**kw)
+    lines += textwrap.wrap(verdict_method.family_sentence([p.confirmatory for p in pairs]),
+                           width)
     return "\n".join(lines), values
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from layernorm_tutorial.lab.common import claims, stored_results
 from layernorm_tutorial.lab.common.stored_results import BOOK_DATA, provenance
-from layernorm_tutorial.lab.common.verdict import Verdict, holm
+from layernorm_tutorial.lab.common.verdict import Verdict, family_marks
 from layernorm_tutorial.lab.residual.experiments import warmup_factor
 
 __all__ = ["ARRANGEMENTS", "COMMITTED_PATH", "DEPTHS", "SCHEDULES", "SEEDS", "THRESHOLD",
@@ -193,7 +193,9 @@ def all_verdicts(doc: dict) -> dict[str, Verdict]:
 
 
 def family(doc: dict) -> dict[str, tuple[Verdict, bool]]:
-    """The chapter's Holm family (:func:`all_verdicts`): ``{label: (verdict, survives)}``."""
+    """The chapter's family (:func:`all_verdicts`): ``{label: (verdict, survives the
+    family's Bonferroni correction)}`` (:func:`~layernorm_tutorial.lab.common.verdict.
+    family_marks`)."""
     judged = all_verdicts(doc)
-    marks = holm(list(judged.values()))
+    marks = family_marks(list(judged.values()))
     return {k: (v, m) for (k, v), m in zip(judged.items(), marks, strict=True)}

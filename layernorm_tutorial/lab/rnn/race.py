@@ -36,7 +36,7 @@ import numpy as np
 
 from layernorm_tutorial.lab.common import claims, stored_results
 from layernorm_tutorial.lab.common.stored_results import BOOK_DATA, provenance
-from layernorm_tutorial.lab.common.verdict import Verdict, holm, seed_plan
+from layernorm_tutorial.lab.common.verdict import Verdict, family_marks, seed_plan
 
 __all__ = ["ARMS", "COMMITTED_PATH", "COMPARISONS", "EPOCHS", "LR_GRID", "THRESHOLD",
            "accuracy_table", "check_stored_run", "mean_curves", "retrain", "run_race",
@@ -179,11 +179,12 @@ def verdicts(doc: dict, epoch: int, comparisons=COMPARISONS) -> dict[tuple[str, 
 
 def family(doc: dict, comparisons=COMPARISONS
            ) -> dict[tuple[tuple[str, str], int], tuple[Verdict, bool]]:
-    """The chapter's Holm family: every comparison after every epoch,
-    ``{(pair, epoch): (verdict, survives Holm)}``."""
+    """The chapter's family: every comparison after every epoch,
+    ``{(pair, epoch): (verdict, survives the family's Bonferroni correction)}``
+    (:func:`~layernorm_tutorial.lab.common.verdict.family_marks`)."""
     judged = {(pair, epoch): v for epoch in range(1, doc_epochs(doc) + 1)
               for pair, v in verdicts(doc, epoch, comparisons).items()}
-    marks = holm(list(judged.values()))
+    marks = family_marks(list(judged.values()))
     return {key: (v, mark) for (key, v), mark in zip(judged.items(), marks, strict=True)}
 
 

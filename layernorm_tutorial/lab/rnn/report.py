@@ -20,7 +20,8 @@ from layernorm_tutorial.lab.rnn import race
 __all__ = ["DYNAMICS_SETTINGS", "accuracy_table", "chaotic_settings", "dynamics_rows",
            "dynamics_summary", "gradient_rows", "line_label", "per_step_factor",
            "rate_grids", "registration_lines", "replication_changes",
-           "replication_lines", "setting_key", "verdict_table"]
+           "replication_lines", "setting_key", "verdict_table", "pairs_table",
+           "best_decided", "epoch_words"]
 
 SCALES = (0.5, 3.0)
 #: ``(mode, nonlinearity, layer_norm, scale)`` of every run the chapter prints.
@@ -129,9 +130,10 @@ def _pts(v) -> str:
 
 
 def verdict_table(doc: dict, epochs=(1, race.EPOCHS)) -> tuple[str, dict]:
-    """The verdicts after each of ``epochs`` with their Holm marks; the family is every
-    comparison after every epoch (:func:`~.race.family`). Returns ``(table, glue values)``
-    (``rnn-v-<a>-<b>-<epoch>``, lower case)."""
+    """The verdicts of one results file after each of ``epochs`` with the marks of the
+    family's Bonferroni correction; the family is every comparison after every epoch
+    (:func:`~.race.family`). Returns ``(table, glue values)`` (``rnn-v-<a>-<b>-<epoch>``,
+    lower case)."""
     family = race.family(doc)
     lines, values = [], {}
     for epoch in epochs:
@@ -139,12 +141,73 @@ def verdict_table(doc: dict, epochs=(1, race.EPOCHS)) -> tuple[str, dict]:
         for (pair, e), (v, mark) in family.items():
             if e != epoch:
                 continue
-            mark_text = verdict_method.HOLM_MARK if mark else " "
+            mark_text = verdict_method.MARK if mark else " "
             lines.append(f"  {pair[0]:7s} vs {pair[1]:7s} {mark_text} {_pts(v)}")
             values[f"rnn-v-{pair[0]}-{pair[1]}-{epoch}".lower()] = _pts(v)
     verdicts = [v for v, _ in family.values()]
-    lines += textwrap.wrap(verdict_method.holm_sentence(verdicts), 80)
+    lines += textwrap.wrap(verdict_method.family_sentence(verdicts), 80)
     return "\n".join(lines), values
+
+
+def _glue_key(label: str) -> str:
+    """``"LN-LSTM vs BN-LSTM, epoch 1"`` -> ``"ln-lstm-bn-lstm-1"``."""
+    pair, epoch = label.split(", epoch ")
+    a, b = pair.split(" vs ")
+    return f"{a}-{b}-{epoch}".lower()
+
+
+def pairs_table(pairs, epochs=(1, race.EPOCHS), width: int = 80) -> tuple[str, dict]:
+    """The chapter's verdicts after each of ``epochs``: the confirmatory verdict (fresh
+    seeds, with the mark of the Bonferroni correction over the confirmatory family of every
+    comparison after every epoch) and the earlier run's beside it, exploratory.
+
+    ``pairs``: ``lab.confirmatory.verdicts.rnn_pairs()`` (labels ``"<a> vs <b>, epoch
+    <e>"``, the whole family). Returns ``(table, glue values)``: ``rnn-v-<a>-<b>-<epoch>``
+    (the confirmatory verdict) and ``rnn-e-<a>-<b>-<epoch>`` (the earlier run's), lower
+    case; ``ValueError`` if ``pairs`` lacks a comparison of ``epochs``."""
+    by_label = {p.label: p for p in pairs}
+    lines, values = [], {}
+    for epoch in epochs:
+        lines.append(f"after {epoch} epoch(s):")
+        for a, b in race.COMPARISONS:
+            label = f"{a} vs {b}, epoch {epoch}"
+            if label not in by_label:
+                raise ValueError(f"pairs: no comparison {label!r}")
+            p = by_label[label]
+            lines.append(p.text(width))
+            values[f"rnn-v-{_glue_key(label)}"] = _pts(p.confirmatory)
+            values[f"rnn-e-{_glue_key(label)}"] = _pts(p.exploratory)
+    lines += textwrap.wrap(verdict_method.family_sentence([p.confirmatory for p in pairs]),
+                           width)
+    return "\n".join(lines), values
+
+
+def best_decided(pairs) -> tuple[str, float, float]:
+    """``(label, p, level)``: the confirmatory verdict with the smallest p behind a decided
+    word, its p, and the Bonferroni level ``0.05 / m`` of the family of ``pairs``."""
+    decided = [p for p in pairs if p.confirmatory.decided]
+    if not decided:
+        raise ValueError("no confirmatory word is decided")
+    best = min(decided, key=lambda p: p.confirmatory.p)
+    return best.label, best.confirmatory.p, verdict_method.ALPHA / len(pairs)
+
+
+def epoch_words(pairs) -> str:
+    """Every comparison after every epoch: the confirmatory word (with its mark) and the
+    earlier run's word, one line per epoch (the exercise on budgets)."""
+    by_label = {p.label: p for p in pairs}
+    epochs = sorted({int(p.label.rsplit(" ", 1)[1]) for p in pairs})
+    lines = ["confirmatory word (earlier run's word, exploratory)"]
+    for a, b in race.COMPARISONS:
+        lines.append(f"{a} vs {b}:")
+        for e in epochs:
+            p = by_label[f"{a} vs {b}, epoch {e}"]
+            mark = verdict_method.MARK if p.mark else " "
+            lines.append(f"  epoch {e}: {mark} {p.confirmatory.word} "
+                         f"({p.exploratory.word})")
+    decided = sum(p.confirmatory.decided for p in pairs)
+    lines.append(f"confirmatory words other than 'not shown': {decided} of {len(pairs)}")
+    return "\n".join(lines)
 
 
 def replication_lines(rows: list[dict], paths_doc: dict) -> tuple[str, dict]:
