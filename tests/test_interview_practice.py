@@ -10,6 +10,7 @@ from torch import nn
 from layernorm_tutorial import functional as LF
 from layernorm_tutorial import nn as lnn
 from layernorm_tutorial.lab.interview import batch_norm_practice as bp
+from layernorm_tutorial.lab.interview import bn_eval_debugging as dbg
 from layernorm_tutorial.lab.interview import distribution_shift as ds
 from layernorm_tutorial.lab.interview import group_standardization as gs
 from layernorm_tutorial.lab.interview import mixed_precision_casts as casts
@@ -17,6 +18,7 @@ from layernorm_tutorial.lab.interview import norm_finetuning as ft
 from layernorm_tutorial.lab.interview import norm_testing as nt
 from layernorm_tutorial.lab.interview import normalizer_free as nf
 from layernorm_tutorial.lab.interview import sharded_batch_norm
+from layernorm_tutorial.lab.interview import sync_batch_norm_setup as sbn
 from layernorm_tutorial.lab.interview import training_failures as tf
 from layernorm_tutorial.lab.interview.saved_memory import layer_norm_saving_output
 
@@ -477,3 +479,213 @@ def test_traced_llama_norm_keeps_fp16_rows_finite_where_the_uncast_formula_zeroe
         y = norm(x)
     ref = TF.rms_norm(x.double(), (64,), eps=1e-6)
     assert y.dtype == torch.float16 and (y.double() - ref).abs().max() < 1e-2
+
+
+
+# --- issue 41: BN debugging, SyncBN, tiny batches, accumulation, groups, no-norm scale ----
+
+def test_bn_input_report_matches_the_buffers_and_restores_modes():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), lnn.BatchNorm1d(4)).to(F64)
+    x = torch.randn(32, 3, dtype=F64) * 2 + 1
+    with torch.no_grad():
+        model[1].running_mean.fill_(0.5)
+        model[1].running_var.fill_(4.0)
+    model.train()
+    (row,) = dbg.bn_input_report(model, x)
+    h = model[0](x).detach()
+    mean_gap = ((h.mean(0) - 0.5).abs() / (4.0 + 1e-5) ** 0.5).max().item()
+    var_gap = torch.log(h.var(0, correction=0) / 4.0).abs().max().item()
+    assert row == {"name": "1", "updates": 0, "finite": True,
+                   "mean_gap": pytest.approx(mean_gap, rel=1e-12),
+                   "var_gap": pytest.approx(var_gap, rel=1e-12)}
+    assert model.training and model[1].training                     # modes restored
+    assert all(not m._forward_pre_hooks for m in model.modules())
+    with pytest.raises(ValueError, match="BatchNorm"):
+        dbg.bn_input_report(nn.Linear(3, 3), x)
+    with pytest.raises(TypeError, match="model"):
+        dbg.bn_input_report(lambda t: t, x)
+
+
+def test_first_suspect_flags_non_finite_untouched_or_distant_statistics():
+    ok = {"name": "a", "updates": 5, "finite": True, "mean_gap": 0.1, "var_gap": 0.2}
+    assert dbg.first_suspect([ok]) is None
+    assert dbg.first_suspect([ok, {**ok, "name": "b", "updates": 0}]) == "b"
+    assert dbg.first_suspect([{**ok, "name": "c", "finite": False,
+                               "mean_gap": math.nan}, ok]) == "c"
+    assert dbg.first_suspect([{**ok, "var_gap": 3.0}]) == "a"
+    assert dbg.first_suspect([{**ok, "var_gap": 3.0}], tolerance=5.0) is None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_training_through_copies_never_updates_the_models_own_statistics(seed):
+    x, y = dbg.make_task(512, seed=999)
+    model = dbg.train_classifier(via_copies=True, seed=seed)
+    assert int(model[1].num_batches_tracked) == 0
+    assert torch.equal(model[1].running_mean, torch.zeros(16, dtype=F64))
+    acc = dbg.accuracies(model, x, y)
+    assert acc["batch_stats"] > 0.9 and acc["eval"] < 0.6           # chance in eval mode
+    assert dbg.first_suspect(dbg.bn_input_report(model, x)) == "1"
+    ds.reestimate_statistics(model, [dbg.make_task(64, seed=5000 + i)[0] for i in range(20)])
+    assert dbg.accuracies(model, x, y)["eval"] > 0.9
+
+
+def test_a_nan_batch_poisons_the_buffers_and_recomputing_them_cures_it():
+    x, y = dbg.make_task(512, seed=999)
+    model = dbg.train_classifier(via_copies=False, seed=0)
+    assert int(model[1].num_batches_tracked) == 150
+    weights = [p.clone() for p in model.parameters()]
+    dbg.poison_statistics(model, x[:64])
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), weights, strict=True))
+    (row,) = dbg.bn_input_report(model, x)
+    assert not row["finite"] and dbg.first_suspect([row]) == "1"
+    assert dbg.accuracies(model, x, y)["batch_stats"] > 0.9
+    assert not torch.isfinite(model.eval()(x)).any()
+    ds.reestimate_statistics(model, [dbg.make_task(64, seed=5000 + i)[0] for i in range(20)])
+    assert dbg.first_suspect(dbg.bn_input_report(model, x)) is None
+
+
+def test_convert_sync_batchnorm_keeps_the_same_tensors():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.Sequential(nn.BatchNorm2d(4)))
+    converted, rows = sbn.convert(model)
+    assert converted is model
+    assert [(r["name"], r["before"], r["after"], r["same_tensors"]) for r in rows] == [
+        ("1", "BatchNorm2d", "SyncBatchNorm", True),
+        ("3.0", "BatchNorm2d", "SyncBatchNorm", True)]
+    single, rows = sbn.convert(nn.BatchNorm1d(3))
+    assert isinstance(single, nn.SyncBatchNorm) and rows[0]["same_tensors"]
+    with pytest.raises(TypeError, match="model"):
+        sbn.convert("not a model")
+
+
+def test_sync_batch_norm_on_the_cpu_is_refused_by_ddp_and_by_its_forward():
+    out = sbn.cpu_setup_errors()
+    assert out["ddp"] == "SyncBatchNorm layers only work with GPU modules"
+    assert out["train_forward"].startswith("SyncBatchNorm expected input tensor to be on GPU")
+    assert out["eval_forward_ok"]
+    assert not torch.distributed.is_initialized()                  # the group is gone
+
+
+def test_sync_batch_norm_without_a_process_group_is_per_shard_batch_norm():
+    x = torch.randn(16, 3, dtype=F64, generator=torch.Generator().manual_seed(2)) * 2 + 1
+    assert sbn.unsynchronized_sync_batch_norm(x, 4) < 1e-12
+    full = LF.batch_norm(x, None, None, training=True)
+    assert (sharded_batch_norm.unsynchronized_batch_norm(x, 4) - full).abs().max() > 0.1
+    with sbn.single_process_group():
+        with pytest.raises(RuntimeError, match="already initialized"):
+            with sbn.single_process_group():
+                pass
+        with pytest.raises(RuntimeError, match="process group"):
+            sbn.unsynchronized_sync_batch_norm(x, 4)
+
+
+@pytest.mark.parametrize("momentum,k", [(0.1, 8), (0.01, 4), (0.5, 3)])
+def test_accumulated_micro_batches_decay_the_running_mean_k_times(momentum, k):
+    out = bp.accumulation_running_mean(k, momentum)
+    assert out["updates"] == k
+    assert out["kept"] == pytest.approx((1 - momentum) ** k, rel=1e-12)
+    corrected = bp.accumulation_running_mean(k, bp.micro_batch_momentum(momentum, k))
+    assert corrected["kept"] == pytest.approx(1 - momentum, rel=1e-12)
+    torch_bn = nn.BatchNorm1d(3, momentum=momentum).to(F64)       # torch agrees
+    with torch.no_grad():
+        torch_bn.running_mean.fill_(1.0)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(k):
+        xb = torch.randn(8, 3, generator=g, dtype=F64)
+        torch_bn(xb - xb.mean(0))
+    assert torch_bn.running_mean.max().item() == pytest.approx(out["kept"], rel=1e-12)
+    with pytest.raises(ValueError, match="micro_batches"):
+        bp.micro_batch_momentum(0.1, 0)
+    with pytest.raises(ValueError, match="momentum"):
+        bp.micro_batch_momentum(0.0, 4)
+
+
+def test_small_batch_statistics_follow_the_formula_and_group_norm_ignores_the_batch():
+    out = bp.small_batch_statistics([2, 8, 32], batches=300)
+    for row in out.values():
+        assert row["mean_std"] == pytest.approx(row["predicted"], rel=0.15)
+        assert row["gn_alone_gap"] < 1e-12
+    gaps = [out[n]["train_eval_gap"] for n in (2, 8, 32)]
+    assert gaps[0] > gaps[1] > gaps[2] > 0
+    with pytest.raises(ValueError, match="batch sizes"):
+        bp.small_batch_statistics([1])
+
+
+def test_group_norm_groups_are_contiguous_channels():
+    x = torch.randn(2, 8, 3, 3, dtype=F64, generator=torch.Generator().manual_seed(4))
+    for groups in (1, 2, 4, 8):
+        ref = TF.group_norm(x, groups)
+        assert (gs.contiguous_group_norm(x, groups) - ref).abs().max() < 1e-12
+    interleaved = torch.cat([x[:, 0::2], x[:, 1::2]], dim=1)       # groups g, g + G, ...
+    assert (gs.contiguous_group_norm(interleaved, 2)
+            - TF.group_norm(x, 2)[:, list(range(0, 8, 2)) + list(range(1, 8, 2))]
+            ).abs().max() > 0.1
+    with pytest.raises(ValueError, match="groups"):
+        gs.contiguous_group_norm(x, 3)
+
+
+def test_channel_permutations_commute_with_group_norm_only_if_they_keep_the_groups():
+    x = torch.randn(2, 8, 3, 3, dtype=F64, generator=torch.Generator().manual_seed(5))
+    swap_groups = torch.tensor([4, 5, 6, 7, 0, 1, 2, 3])
+    inside = torch.tensor([1, 0, 3, 2, 5, 4, 7, 6])
+    shuffle = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7])
+    assert gs.channel_permutation_change(x, 2, swap_groups) < 1e-12
+    assert gs.channel_permutation_change(x, 2, inside) < 1e-12
+    assert gs.channel_permutation_change(x, 2, shuffle) > 0.1
+    with pytest.raises(ValueError, match="permutation"):
+        gs.channel_permutation_change(x, 2, torch.tensor([0, 0, 1, 2, 3, 4, 5, 6]))
+
+
+def test_hard_coded_32_groups():
+    with pytest.raises(ValueError, match="divisible"):
+        nn.GroupNorm(32, 48)
+    with pytest.raises(ValueError, match="divisible"):
+        lnn.GroupNorm(32, 48)
+    x = torch.randn(2, 32, 4, 4, dtype=F64, generator=torch.Generator().manual_seed(6))
+    assert (TF.group_norm(x, 32) - TF.instance_norm(x)).abs().max() < 1e-12
+
+
+def test_scale_sensitivity_without_and_with_a_norm():
+    out = nf.scale_sensitivity([1, 3, 10])
+    for s in (1, 3, 10):
+        none, pre = out["none"][s], out["pre_ln"][s]
+        assert none["branch"] == pytest.approx(s, rel=1e-12)
+        assert none["grad"] == pytest.approx(s, rel=1e-12)
+        assert none["logits"] == pytest.approx(s * s, rel=1e-12)
+        assert all(v == pytest.approx(1, rel=1e-12) for v in pre.values())
+    with pytest.raises(ValueError, match="scales"):
+        nf.scale_sensitivity([0.0])
+
+
+def _tiny_llama(**config):
+    return ft.meta_model("LlamaForCausalLM", "LlamaConfig", hidden_size=64,
+                         intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, vocab_size=100,
+                         **config)
+
+
+def test_kbit_upcast_report_counts_what_stays_unquantized():
+    out = ft.kbit_upcast_report(_tiny_llama())
+    assert out["kept"] == ["lm_head"]
+    assert out["upcast"] == {"norm": (2 * 2 + 1) * 64, "embedding": 100 * 64,
+                             "kept_linear": 100 * 64, "other": 0}
+    assert out["extra_bytes"] == 2 * sum(out["upcast"].values())
+    layer = 4 * 64 * 64 + 3 * 64 * 128                     # q, k, v, o and the MLP
+    assert out["quantized"] == 2 * layer
+    tied = ft.kbit_upcast_report(_tiny_llama(tie_word_embeddings=True))
+    assert tied["upcast"]["embedding"] == 100 * 64 and tied["upcast"]["kept_linear"] == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_upcasting_a_frozen_bf16_norm_changes_only_the_output_dtype(seed):
+    out = ft.frozen_norm_upcast(hidden=96, seed=seed)
+    assert out["weights_equal"] and out["rounded_equal"]
+    assert out["dtypes"] == (torch.bfloat16, torch.float32)
+    assert "same dtype" in out["next_linear_error"]
+
+
+def test_requires_grad_false_does_not_freeze_bn_statistics():
+    frozen_params = ft.zero_lr_finetune(keep_bn_eval=False, freeze_bn_params=True)
+    assert frozen_params["max_output_change"] > 0.1
+    assert frozen_params == ft.zero_lr_finetune(keep_bn_eval=False)

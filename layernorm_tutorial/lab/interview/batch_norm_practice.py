@@ -20,6 +20,13 @@ with ``M = N * prod(*)`` values per channel:
                             classes' mean outputs are
 ``shuffled_batch_norm``     MoCo's shuffling BN: keys normalized on devices after a random
                             permutation, returned in their original order
+``accumulation_running_mean`` / ``micro_batch_momentum``
+                            what ``k`` accumulated micro-batches do to the running
+                            statistics (``k`` updates per optimizer step), and the momentum
+                            per micro-batch that keeps one step's decay
+``small_batch_statistics``  images with their own channel offsets: how noisy BN's batch mean
+                            is at ``N`` images per device, and how far training-mode BN
+                            is from evaluation-mode BN; GroupNorm for contrast
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from layernorm_tutorial import functional as LF
 from layernorm_tutorial import nn as lnn
 
 __all__ = ["accumulation_gap", "ghost_batch_norm", "batch_renorm", "predicted_ema_lag",
-           "drifting_running_mean", "class_batches", "class_mean_gap", "shuffled_batch_norm"]
+           "drifting_running_mean", "class_batches", "class_mean_gap", "shuffled_batch_norm",
+           "micro_batch_momentum", "accumulation_running_mean", "small_batch_statistics"]
 
 F64 = torch.float64
 
@@ -226,3 +234,88 @@ def shuffled_batch_norm(keys: torch.Tensor, devices: int, generator: torch.Gener
     device = torch.empty(n, dtype=torch.long)
     device[order] = torch.arange(n) // (n // devices)
     return normalized, device
+
+
+def micro_batch_momentum(momentum: float, micro_batches: int) -> float:
+    r"""The momentum per micro-batch that makes ``k = micro_batches`` running-statistics
+    updates keep as much of the old estimate as one update with ``momentum`` does:
+    :math:`(1-m')^k = 1-m`, so :math:`m' = 1-(1-m)^{1/k}\approx m/k`."""
+    if not 0 < momentum <= 1:
+        raise ValueError(f"momentum must be in (0, 1], got {momentum}")
+    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) \
+            or micro_batches < 1:
+        raise ValueError(f"micro_batches must be a positive int, got {micro_batches!r}")
+    return 1.0 - (1.0 - momentum) ** (1.0 / micro_batches)
+
+
+def accumulation_running_mean(micro_batches: int, momentum: float, *, features: int = 3,
+                              batch: int = 8, seed: int = 0) -> dict:
+    r"""One optimizer step of gradient accumulation, seen by BN's running mean.
+
+    The package's ``BatchNorm1d(momentum=momentum)`` starts with ``running_mean = 1`` and
+    runs ``micro_batches`` training-mode forward passes on micro-batches of ``batch``
+    samples whose every feature has mean exactly 0 (float64). Each pass multiplies the old
+    estimate by :math:`1-m`, so after the step it keeps :math:`(1-m)^k` of it: ``k`` times
+    the decay of one update per step. Returns ``{"kept": running mean after the step,
+    "predicted": (1 - m)**k, "updates": num_batches_tracked}``.
+    """
+    bn = lnn.BatchNorm1d(features, momentum=momentum).to(F64)
+    with torch.no_grad():
+        bn.running_mean.fill_(1.0)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(micro_batches):
+        x = torch.randn(batch, features, generator=g, dtype=F64)
+        bn(x - x.mean(0))                                 # batch mean exactly 0
+    return {"kept": bn.running_mean.max().item(),
+            "predicted": (1.0 - momentum) ** micro_batches,
+            "updates": int(bn.num_batches_tracked)}
+
+
+def small_batch_statistics(batch_sizes, *, channels: int = 2, size: int = 8,
+                           between: float = 1.0, within: float = 1.0, batches: int = 400,
+                           eps: float = 1e-5, seed: int = 0) -> dict:
+    r"""Why a few large images still give BN poor statistics.
+
+    Image ``n`` of ``(N, C, size, size)`` is :math:`x_{nc} = a_{nc} + e_{nc}`: an offset per
+    image and channel, :math:`a \sim N(0, \tau^2)` (``between``), plus pixel noise
+    :math:`e \sim N(0, \sigma^2)` (``within``). BN's batch mean of a channel over
+    :math:`N` images of :math:`P` pixels has standard deviation
+
+    .. math:: \sqrt{\tau^2/N + \sigma^2/(N P)},
+
+    so more pixels do not help once the offsets dominate. For each ``N`` in
+    ``batch_sizes``, over ``batches`` batches (float64), returns ``{N: {"mean_std":
+    measured std of the batch mean, "predicted": the formula, "train_eval_gap": mean |BN in
+    training mode - BN in evaluation mode|, "gn_alone_gap": max |GN of the first batch - GN
+    of each of its images alone|}}``; evaluation mode uses the population statistics (mean 0,
+    variance :math:`\tau^2+\sigma^2`), what a perfect running average would hold.
+    GroupNorm (``channels // 2`` groups) computes the same thing in both modes.
+    """
+    g = torch.Generator().manual_seed(seed)
+    pixels = size * size
+    population_var = torch.full((channels,), between ** 2 + within ** 2, dtype=F64)
+    population_mean = torch.zeros(channels, dtype=F64)
+    out = {}
+    for n in batch_sizes:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise ValueError(f"batch sizes must be ints >= 2, got {n!r}")
+        offsets = between * torch.randn(batches, n, channels, 1, 1, generator=g, dtype=F64)
+        noise = within * torch.randn(batches, n, channels, size, size, generator=g,
+                                     dtype=F64)
+        x = offsets + noise
+        means = x[:, :, 0].mean((1, 2, 3))
+        gaps = []
+        for batch in x:
+            train = LF.batch_norm(batch, None, None, training=True, eps=eps)
+            infer = LF.batch_norm(batch, population_mean, population_var, training=False,
+                                  eps=eps)
+            gaps.append((train - infer).abs().mean())
+        groups = max(1, channels // 2)
+        together = LF.group_norm(x[0], groups, eps=eps)
+        alone = torch.cat([LF.group_norm(img[None], groups, eps=eps) for img in x[0]])
+        gn_gap = (together - alone).abs().max().item()
+        out[n] = {"mean_std": means.std().item(),
+                  "predicted": (between ** 2 / n + within ** 2 / (n * pixels)) ** 0.5,
+                  "train_eval_gap": torch.stack(gaps).mean().item(),
+                  "gn_alone_gap": gn_gap}
+    return out

@@ -11,6 +11,10 @@ and ``G = C`` is InstanceNorm. Two consequences of the choice of ``G``:
 ``channel_scale_change(x, G, c, s)``     how much the output changes when channel ``c`` is
                                          scaled by ``s``: GN keeps the *relative* scale of the
                                          channels within a group, InstanceNorm erases it
+``contiguous_group_norm(x, G)``          GN built as a LayerNorm over each block of ``C/G``
+                                         *consecutive* channels (how torch forms its groups)
+``channel_permutation_change(x, G, p)``  how far GN is from commuting with a reordering ``p``
+                                         of the channels: zero only if ``p`` keeps the groups
 
 Weight Standardization (Qiao et al., 2019) standardizes each convolution filter, over its
 input channels and kernel positions, before the convolution. As the authors' README writes
@@ -29,7 +33,8 @@ import torch.nn.functional as F
 from layernorm_tutorial import functional as LF
 
 __all__ = ["elements_per_statistic", "variance_noise", "channel_scale_change",
-           "weight_standardize", "ws_conv2d"]
+           "contiguous_group_norm", "channel_permutation_change", "weight_standardize",
+           "ws_conv2d"]
 
 
 def elements_per_statistic(channels: int, groups: int, height: int, width: int) -> int:
@@ -60,6 +65,32 @@ def channel_scale_change(x: torch.Tensor, groups: int, channel: int, factor: flo
     scaled[:, channel] *= factor
     before, after = LF.group_norm(x, groups, eps=eps), LF.group_norm(scaled, groups, eps=eps)
     return (after - before).abs().max().item()
+
+
+def contiguous_group_norm(x: torch.Tensor, groups: int, eps: float = 1e-5) -> torch.Tensor:
+    r"""GroupNorm (no affine) of ``x`` ``(N, C, *)`` written as ``G`` separate LayerNorms,
+    group ``g`` being the consecutive channels ``g C/G, ..., (g+1) C/G - 1``: each is
+    normalized over its ``(C/G, *)`` values with the package's
+    :func:`~layernorm_tutorial.functional.layer_norm`. It equals torch's ``group_norm``,
+    which views ``x`` as ``(N, G, C/G * prod(*))``: its groups are blocks of neighbouring
+    channels, not channels ``g, g + G, g + 2G, ...``."""
+    if groups < 1 or x.shape[1] % groups:
+        raise ValueError(f"groups must divide the {x.shape[1]} channels, got {groups}")
+    blocks = x.split(x.shape[1] // groups, dim=1)
+    return torch.cat([LF.layer_norm(b, tuple(b.shape[1:]), eps=eps) for b in blocks], dim=1)
+
+
+def channel_permutation_change(x: torch.Tensor, groups: int, perm: torch.Tensor,
+                               eps: float = 1e-5) -> float:
+    """Max absolute difference between ``group_norm(x[:, perm])`` and
+    ``group_norm(x)[:, perm]`` (package, no affine): 0 when the reordering ``perm`` of the
+    ``C`` channels moves whole groups or stays inside them, nonzero when it mixes channels
+    of different groups (a concatenation in another order, a channel shuffle)."""
+    c = x.shape[1]
+    if sorted(perm.tolist()) != list(range(c)):
+        raise ValueError(f"perm must be a permutation of range({c}), got {perm.tolist()}")
+    moved = LF.group_norm(x[:, perm], groups, eps=eps)
+    return (moved - LF.group_norm(x, groups, eps=eps)[:, perm]).abs().max().item()
 
 
 def weight_standardize(w: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:

@@ -14,6 +14,14 @@ during fine-tuning.
     "fine-tune" a pretrained BN model with learning rate 0 on data from a new domain and
     return how much its evaluation-mode predictions moved: with BN in training mode the
     running statistics are overwritten, so the model changes although no weight does.
+``kbit_upcast_report(model)``
+    for a ``transformers`` model quantized to 4 bits, which parameters stay unquantized
+    (``get_keys_to_not_convert``, traced) and how many bytes PEFT's
+    ``prepare_model_for_kbit_training`` adds by casting them from 16 to 32 bits.
+``frozen_norm_upcast()``
+    ``LlamaRMSNorm`` with a bf16 checkpoint weight, and the same module with the weight
+    upcast to fp32: equal values, the fp32 output rounds to the bf16 one bit for bit, and
+    only its dtype differs, which the next bf16 matrix multiply refuses.
 
 Why tuning :math:`\gamma` alone is a restricted form of full fine-tuning: a norm's output
 :math:`\gamma\odot\hat x+\beta` that feeds a linear layer :math:`W` is the same as
@@ -33,7 +41,7 @@ from torch import nn
 from layernorm_tutorial import nn as lnn
 
 __all__ = ["meta_model", "is_norm_module", "parameter_counts", "train_only_norms",
-           "zero_lr_finetune"]
+           "zero_lr_finetune", "kbit_upcast_report", "frozen_norm_upcast"]
 
 F64 = torch.float64
 
@@ -102,11 +110,13 @@ def _pretrained(seed: int) -> tuple[nn.Module, torch.Generator]:
 
 
 def zero_lr_finetune(keep_bn_eval: bool, *, steps: int = 20, batch: int = 8,
-                     seed: int = 0) -> dict:
+                     freeze_bn_params: bool = False, seed: int = 0) -> dict:
     r"""Fine-tune a pretrained ``Linear -> BatchNorm1d -> ReLU -> Linear`` model (float64)
     for ``steps`` SGD steps with learning rate **0** on small batches from a new domain
     (inputs ``3 x + 2``), in training mode, with its BN either left in training mode or
-    kept in evaluation mode (``keep_bn_eval``). Returns ``{"max_weight_change",
+    kept in evaluation mode (``keep_bn_eval``). ``freeze_bn_params`` also sets
+    ``requires_grad_(False)`` on BN's weight and bias (PyTorch's way to freeze them, which
+    does not touch the running statistics). Returns ``{"max_weight_change",
     "max_output_change"}``: the largest change of any parameter (0: the rate is 0) and of
     the evaluation-mode outputs on a fixed probe batch of the new domain.
     """
@@ -115,7 +125,11 @@ def zero_lr_finetune(keep_bn_eval: bool, *, steps: int = 20, batch: int = 8,
     with torch.no_grad():
         before = model(probe)
     weights = copy.deepcopy(list(model.parameters()))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    if freeze_bn_params:
+        for m in model.modules():
+            if isinstance(m, lnn._BatchNorm):
+                m.requires_grad_(False)
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.0)
     model.train()
     if keep_bn_eval:
         for m in model.modules():
@@ -133,3 +147,72 @@ def zero_lr_finetune(keep_bn_eval: bool, *, steps: int = 20, batch: int = 8,
     return {"max_weight_change": max((p - q).abs().max().item()
                                      for p, q in zip(model.parameters(), weights, strict=True)),
             "max_output_change": (after - before).abs().max().item()}
+
+
+def kbit_upcast_report(model: nn.Module) -> dict:
+    """What ``prepare_model_for_kbit_training`` upcasts in a 4-bit (QLoRA) model.
+
+    ``transformers`` quantizes every ``nn.Linear`` except the modules that
+    ``transformers.quantizers.base.get_keys_to_not_convert(model)`` keeps (the output
+    embedding, tied weights, the last module; called here, traced); PEFT's
+    ``prepare_model_for_kbit_training`` (``peft/utils/other.py``) then casts every remaining
+    fp16 or bf16 parameter to fp32. ``model`` may live on the ``meta`` device. Returns
+    ``{"kept": names of the kept modules, "quantized": parameters in quantized Linear
+    layers, "upcast": {"norm", "embedding", "kept_linear", "other"}: parameters cast to
+    fp32 by category, "extra_bytes": 2 bytes each (16 to 32 bits)}``; a tensor shared by
+    two modules (tied embeddings) is counted once, under the first module that holds it.
+    """
+    from transformers.quantizers.base import get_keys_to_not_convert
+
+    kept = sorted(get_keys_to_not_convert(model))
+    seen: set[int] = set()
+    counts = {"quantized": 0, "norm": 0, "embedding": 0, "kept_linear": 0, "other": 0}
+    for name, module in model.named_modules():
+        for p in module.parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            if isinstance(module, nn.Linear):
+                key = "kept_linear" if name in kept else "quantized"
+            elif is_norm_module(module):
+                key = "norm"
+            elif isinstance(module, nn.Embedding):
+                key = "embedding"
+            else:
+                key = "other"
+            counts[key] += p.numel()
+    upcast = {k: counts[k] for k in ("norm", "embedding", "kept_linear", "other")}
+    return {"kept": kept, "quantized": counts["quantized"], "upcast": upcast,
+            "extra_bytes": 2 * sum(upcast.values())}
+
+
+@torch.no_grad()
+def frozen_norm_upcast(hidden: int = 64, rows: int = 8, seed: int = 0) -> dict:
+    """A frozen ``LlamaRMSNorm`` (``transformers``, traced) with a bf16 weight as loaded from
+    a bf16 checkpoint, against the same module after ``weight.data = weight.float()`` (what
+    ``prepare_model_for_kbit_training`` does), on bf16 activations. The forward computes its
+    statistics in fp32 either way and casts the normalized row back to bf16 before the
+    weight multiply, so the upcast changes only that product: exact in fp32 (two 8-bit
+    significands), one rounding in bf16. Returns ``{"weights_equal", "dtypes": (bf16
+    module's output dtype, fp32 module's), "rounded_equal": the fp32 output rounded to bf16
+    equals the bf16 output bit for bit, "next_linear_error": the message of a bf16
+    ``F.linear`` fed the fp32 output}``."""
+    from layernorm_tutorial.lab.interview.mixed_precision_casts import traced_norm
+
+    g = torch.Generator().manual_seed(seed)
+    weight16 = (1 + 0.1 * torch.randn(hidden, generator=g)).to(torch.bfloat16)
+    x = (3 * torch.randn(rows, hidden, generator=g)).to(torch.bfloat16)
+    norm16 = traced_norm("LlamaRMSNorm", hidden).to(torch.bfloat16)
+    norm16.weight.copy_(weight16)
+    norm32 = traced_norm("LlamaRMSNorm", hidden).to(torch.bfloat16)
+    norm32.weight.data = weight16.float()
+    y16, y32 = norm16(x), norm32(x)
+    try:
+        nn.functional.linear(y32, torch.ones(4, hidden, dtype=torch.bfloat16))
+        error = None
+    except RuntimeError as err:
+        error = str(err)
+    return {"weights_equal": torch.equal(norm32.weight, weight16.float()),
+            "dtypes": (y16.dtype, y32.dtype),
+            "rounded_equal": torch.equal(y32.to(torch.bfloat16), y16),
+            "next_linear_error": error}

@@ -23,6 +23,10 @@ The normalizer-free recipes act on :math:`\alpha` or on the branch instead:
 ``nf_stack_variance``        NF-ResNet's stack :math:`x + \alpha f(x/\beta_l)` with
                              :math:`\beta_l` from the analytic variance :math:`1+l\alpha^2`
 ``adaptive_gradient_clip``   NFNets' unit-wise adaptive gradient clipping
+``scale_sensitivity``        how a Transformer-style block's branch output, weight gradient
+                             and attention logits respond when the residual stream is
+                             scaled by ``s``, without a norm (``s``, ``s``, ``s**2``) and
+                             with a Pre-LN (1, 1, 1): the loop that a norm breaks
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from layernorm_tutorial import nn as lnn
 
 __all__ = ["ResidualBlock", "residual_variance", "predicted_residual_variance",
            "ReZeroBlock", "LayerScaleBlock", "scaled_weight_standardize",
-           "nf_stack_variance", "adaptive_gradient_clip"]
+           "nf_stack_variance", "adaptive_gradient_clip", "scale_sensitivity"]
 
 F64 = torch.float64
 MODES = ("none", "batchnorm", "scaled")
@@ -219,3 +223,43 @@ def adaptive_gradient_clip(grad: torch.Tensor, weight: torch.Tensor, clipping: f
     max_norm = clipping * torch.clamp(w_norm, min=eps)
     clipped = grad * (max_norm / torch.clamp(g_norm, min=1e-6))
     return torch.where(g_norm < max_norm, grad, clipped)
+
+
+def scale_sensitivity(scales, *, width: int = 16, rows: int = 8, seed: int = 0) -> dict:
+    r"""What a block sees when the residual stream :math:`x` is multiplied by :math:`s > 0`.
+
+    The block has a bias-free MLP branch :math:`f(h) = W_2\,\mathrm{relu}(W_1 h)` and
+    attention logits :math:`(W_q h)(W_k h)^\top/\sqrt{d}`, read from :math:`h = x` (no
+    norm) or :math:`h = \mathrm{LN}(x)` (Pre-LN, the package's ``layer_norm`` with
+    :math:`\epsilon = 0`, so that the invariance is exact). For each ``s`` in ``scales``
+    and each ``mode`` in ``("none", "pre_ln")``, returns the ratios, relative to ``s = 1``,
+    of the norm of the branch output, of the gradient of :math:`\langle g, f\rangle`
+    with respect to :math:`W_1` (fixed upstream gradient :math:`g`: the size of an SGD
+    step on :math:`W_1` at a fixed learning rate), and of the largest attention logit.
+    ReLU is positively homogeneous, so without a norm the three are exactly
+    :math:`s`, :math:`s` and :math:`s^2`; with Pre-LN they are 1. Shapes: ``rows`` tokens
+    of ``width`` features, float64. Returns ``{mode: {s: {"branch", "grad", "logits"}}}``.
+    """
+    if any(s <= 0 for s in scales):
+        raise ValueError(f"scales must be > 0, got {list(scales)}")
+    g = torch.Generator().manual_seed(seed)
+    x0 = torch.randn(rows, width, generator=g, dtype=F64)
+    upstream = torch.randn(rows, width, generator=g, dtype=F64)
+    w1, w2, wq, wk = (torch.randn(width, width, generator=g, dtype=F64) / width ** 0.5
+                      for _ in range(4))
+
+    def measure(x, mode):
+        h = x if mode == "none" else LF.layer_norm(x, (width,), eps=0.0)
+        first = w1.clone().requires_grad_(True)
+        branch = torch.relu(h @ first.T) @ w2.T
+        (grad,) = torch.autograd.grad((branch * upstream).sum(), first)
+        logits = (h @ wq.T) @ (h @ wk.T).T / width ** 0.5
+        return {"branch": branch.norm().item(), "grad": grad.norm().item(),
+                "logits": logits.abs().max().item()}
+
+    out = {}
+    for mode in ("none", "pre_ln"):
+        base = measure(x0, mode)
+        out[mode] = {s: {k: v / base[k] for k, v in measure(s * x0, mode).items()}
+                     for s in scales}
+    return out
