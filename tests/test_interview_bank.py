@@ -122,3 +122,15 @@ def test_command_refuses_to_overwrite_without_force(tmp_path, capsys):
     with pytest.raises(SystemExit):
         qbank.main(["--bank", str(bank_path), "--out", str(bank_path), "--force"])
     assert json.loads(bank_path.read_text(encoding="utf-8"))["entries"][0]["id"] == "q1"
+
+
+def test_the_chinese_index_holds_every_generated_message(the_bank):
+    from layernorm_tutorial.publishing.book_i18n import catalogs
+
+    po = qbank.BOOK_DIR.parent / "locales/zh_CN/LC_MESSAGES/book/interview_index.po"
+    rows = {e.msgid: e.msgstr for e in catalogs.entries(po) if not e.fuzzy}
+    wanted = qbank.index_translations(the_bank)
+    stale = [k[:60] for k, v in wanted.items() if rows.get(k) != v]
+    assert not stale, ("interview_index.po is out of date with the bank: run the bank "
+                       "command with --translations, then po_tool apply; " + repr(stale[:3]))
+    assert all(e.question_zh for e in the_bank.entries)

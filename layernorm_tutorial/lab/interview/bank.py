@@ -257,11 +257,29 @@ def _intro(counts: dict) -> tuple[str, str]:
     return en, zh
 
 
+_TITLE_TERMS = (
+    (re.compile(r"\b(layer|batch|group|instance|weight) normali[sz]ation\b", re.I),
+     lambda m: {"layer": "层归一化", "batch": "批量归一化", "group": "组归一化",
+                "instance": "实例归一化", "weight": "权重归一化"}[m.group(1).lower()]),
+    (re.compile(r"\brms norm\b", re.I), lambda m: "均方根归一化"),
+    (re.compile(r"\bpre-norm\b", re.I), lambda m: "前置 LN"),
+    (re.compile(r"\bpost-norm\b", re.I), lambda m: "后置 LN"),
+)
+
+
+def _title_zh(title: str) -> str:
+    """A source's title for the Chinese page: the names of the norms in the edition's
+    terms (层归一化, 前置 LN, ...), everything else as the source wrote it."""
+    for pattern, term in _TITLE_TERMS:
+        title = pattern.sub(term, title)
+    return title
+
+
 def _bullet_zh(entry: Entry) -> str:
     kind = KINDS[entry.kind][1]
     language = "中文" if entry.language == "zh" else "英文"
     return (f"{_escape(entry.question_zh)} **答案：**{{ref}}`{entry.card}`。"
-            f"*来源：*[{_escape(entry.source_title)}]({source_url(entry.source)})"
+            f"*来源：*[{_escape(_title_zh(entry.source_title))}]({source_url(entry.source)})"
             f"（{kind}，{language}）。")
 
 
