@@ -361,7 +361,9 @@ def test_confirmation_lines_say_whether_the_results_are_stored(tmp_path):
     results = _stored()
     text = page.confirmation_lines(results, data_dir=tmp_path)
     assert "large_models.deepnorm: confirmatory run registered" in text
-    assert "large_models.time: no confirmatory run registered" in text
+    assert "large_models.time: no confirmatory run: timing rounds" in " ".join(text.split())
+    flat = " ".join(text.split())
+    assert "(bdd19ed) on fresh seeds 101-108" in flat     # registered later than the rest
     assert "not run yet" in text and ": stored" not in text
     (tmp_path / "large_models_confirmatory.json").write_text("{}")
     assert ": stored" in page.confirmation_lines(results, data_dir=tmp_path)
@@ -476,18 +478,40 @@ def test_with_confirmatory_refuses_a_pair_of_another_run_or_an_unknown_label():
 
 
 def test_confirmatory_keys_are_the_labels_of_the_confirmatory_module():
-    """The keys follow lab.confirmatory.verdicts.large_models_pairs: every label it returns
-    maps to a row of the chapter, and the marks agree with the family's."""
+    """The keys follow lab.confirmatory.verdicts (large_models_pairs, qk_norm_pairs): every
+    label maps to a row of the chapter, and the module's marks, given the rest of the
+    chapter's family as ``others``, are the family's."""
     from layernorm_tutorial.lab.confirmatory import verdicts as cv
 
-    path = Path(claims.__file__).resolve().parents[3] / "book" / "data"
-    if not (path / claims.confirmation("large_models.norms").results).is_file():
-        pytest.skip("large_models_confirmatory.json is not stored (run "
+    data = Path(claims.__file__).resolve().parents[3] / "book" / "data"
+    calls = [(fn, cid) for fn, cid in ((cv.large_models_pairs, "large_models.norms"),
+                                       (cv.qk_norm_pairs, "large_models.qk-norm"))
+             if (data / claims.confirmation(cid).results).is_file()]
+    if not calls:
+        pytest.skip("no large_models confirmatory results are stored (run "
                     "python -m layernorm_tutorial.lab.confirmatory large_models)")
     rows = page.chapter_verdicts(_stored())
-    pairs = cv.large_models_pairs(others=page.without_confirmation(rows))
+    pairs = [p for fn, _ in calls for p in fn()]
     assert {p.label for p in pairs} <= set(page.CONFIRMATORY_KEYS)
     family, earlier = page.with_confirmatory(rows, pairs)
     marks = page.family_marks(family)
     assert len(family) == 13 and len(earlier) == len(pairs)
-    assert all(p.mark == marks[page.CONFIRMATORY_KEYS[p.label]] for p in pairs)
+    for fn, _ in calls:
+        own = fn()
+        again = fn(others=page.others_for(family, own))
+        assert all(p.mark == marks[page.CONFIRMATORY_KEYS[p.label]] for p in again)
+
+
+def test_the_modules_chapter_pairs_carry_the_familys_marks():
+    """lab.confirmatory.verdicts.large_models_chapter_pairs marks its 8 confirmatory verdicts
+    over the chapter's 13; the page's family (with_confirmatory + family_marks) agrees."""
+    from layernorm_tutorial.lab.confirmatory import verdicts as cv
+
+    try:
+        pairs = cv.large_models_chapter_pairs()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    family, earlier = page.with_confirmatory(page.chapter_verdicts(_stored()), pairs)
+    marks = page.family_marks(family)
+    assert len(earlier) == len(pairs) == 8
+    assert [p.mark for p in pairs] == [marks[page.CONFIRMATORY_KEYS[p.label]] for p in pairs]

@@ -28,7 +28,7 @@ __all__ = ["WIDTH", "total_minutes", "wrapped", "provenance_lines", "placement_l
            "PTS", "chapter_verdicts", "family_marks", "correction_name", "marked_text",
            "verdict_lines", "confirmation_lines", "threshold_sensitivity",
            "accuracy_at_rate", "toy_parameter_counts", "PUBLISHED_SIZES", "size_ratios",
-           "CONFIRMATORY_KEYS", "CONFIRMED", "without_confirmation", "with_confirmatory",
+           "CONFIRMATORY_KEYS", "CONFIRMED", "others_for", "with_confirmatory",
            "earlier_lines", "pair_lines"]
 
 WIDTH = 80
@@ -44,8 +44,8 @@ STORED_ROUNDING = 1e-4
 DEVIATIONS = (
     "Thresholds: none of this chapter's thresholds demonstrably preceded the first run of "
     "its seeds (the registration lines above). The comparisons with a registered "
-    "confirmatory run are judged on its fresh seeds; the timing and the ladders have none, "
-    "so their verdicts stay exploratory in that sense, whatever their mark.",
+    "confirmatory run are judged on its fresh seeds; the timing and the logit-tool ladder "
+    "have none, so their verdicts stay exploratory in that sense, whatever their mark.",
     "DeepNorm: the 5-point threshold was committed together with the first run (4ca9504), "
     "whose accuracies the stored re-run repeats to within about 3 points; the confirmatory "
     "run keeps it, and the word of 'DeepNorm + warm-up vs post-LN + warm-up' depends on it "
@@ -55,7 +55,8 @@ DEVIATIONS = (
     "constants (caps 50/30, z-loss 1e-4, tau 100), not values tuned for this toy.",
     "The QK-norm ladder's threshold (a quarter of a decade) differs from the evidence "
     "chapter's factor of 2 (0.30 decades); it was re-registered with eight seeds before "
-    "this re-run, after the first run of seeds 0-4.",
+    "the stored run, after the first run of seeds 0-4, and the confirmatory run on eight "
+    "fresh seeds keeps it.",
     "Timing: rounds on one CPU, not seeds; the interval is about this machine only.",
     "Held-out data: each seed draws its own held-out batch; no test set is shared.",
     "DyT's alpha_init: every alpha ran at the rate tuned for alpha 0.5, not tuned per "
@@ -417,24 +418,27 @@ def verdict_lines(rows, keys=None, width: int = WIDTH) -> str:
     label_w = max(len(label) for _, label, _, _ in chosen)
     lines = []
     for key, label, v, kw in chosen:
-        line = f"{label:<{label_w}} {verdict.MARK if marks[key] else ' '} {v.text(**kw)}"
-        lines.append(line if len(line) <= width else _wrap(line, width))
+        text = f"{verdict.MARK if marks[key] else ' '} {v.text(**kw)}"
+        line = f"{label:<{label_w}} {text}"
+        lines += [line] if len(line) <= width else [label, f"    {text}"]
     lines.append(_wrap(verdict.family_sentence([v for _, _, v, _ in rows]), width))
     return "\n".join(lines)
 
 
 def confirmation_lines(results: dict, data_dir: Path = BOOK_DATA) -> str:
     """One line per claim of the chapter: its registered confirmatory run on fresh seeds
-    (:data:`~layernorm_tutorial.lab.common.claims.CONFIRMATIONS`) and whether its results
-    file exists in ``data_dir``, or that it has none."""
+    (:data:`~layernorm_tutorial.lab.common.claims.CONFIRMATIONS`, with the commit that
+    registered it) and whether its results file exists in ``data_dir``; or why it has none
+    (:data:`~layernorm_tutorial.lab.common.claims.UNCONFIRMED`)."""
     lines = []
-    commit, date = claims.CONFIRMATIONS_REGISTERED
     for cid in CLAIM_SECTIONS:
         try:
             c = claims.confirmation(cid)
         except KeyError:
-            lines.append(f"{cid}: no confirmatory run registered")
+            why = claims.UNCONFIRMED.get(cid, "none registered")
+            lines.append(_wrap(f"{cid}: no confirmatory run: {why}"))
             continue
+        commit, date = claims.confirmation_registered(cid)
         seeds = f"{c.seeds[0]}-{c.seeds[-1]}"
         state = ("stored" if (Path(data_dir) / c.results).is_file()
                  else "not run yet")
@@ -504,35 +508,38 @@ def size_ratios(toy: int) -> dict:
 
 
 # ------------------------------------------------------------------ confirmatory runs
-#: The labels of :func:`layernorm_tutorial.lab.confirmatory.verdicts.large_models_pairs`
-#: -> the keys of :func:`chapter_verdicts` (the verdicts with a registered confirmatory run).
+#: The labels of :func:`layernorm_tutorial.lab.confirmatory.verdicts.large_models_pairs` and
+#: ``qk_norm_pairs`` -> the keys of :func:`chapter_verdicts` (the verdicts with a registered
+#: confirmatory run).
 CONFIRMATORY_KEYS = {"rmsnorm vs layernorm": "rmsnorm", "dyt vs layernorm": "dyt",
                      "DyT alpha_init 0.5 vs 0.1": "alpha-0.1",
                      "DyT alpha_init 0.5 vs 2.0": "alpha-2.0",
                      "DeepNorm: no warm-up": "deepnorm-no-warm-up",
                      "DeepNorm: warm-up": "deepnorm-warm-up",
-                     "DeepNorm: needs warm-up": "deepnorm-needs-warm-up"}
+                     "DeepNorm: needs warm-up": "deepnorm-needs-warm-up",
+                     "QK-norm (rmsnorm) vs none: largest stable rate": "qk-norm"}
 
 
 #: What :func:`with_confirmatory` appends to the label of a confirmatory verdict.
 CONFIRMED = "*"
 
 
-def without_confirmation(rows) -> list:
-    """The verdicts of ``rows`` (:func:`chapter_verdicts`) that have no confirmatory run
-    (timing, QK-norm, logit tools): the ``others`` that count in the family's marks next
-    to the confirmatory verdicts."""
-    keys = set(CONFIRMATORY_KEYS.values())
+def others_for(rows, pairs) -> list:
+    """The verdicts of ``rows`` that ``pairs`` do not judge: the ``others`` that count in
+    the family's marks next to those pairs (pass the chapter's final family, with every
+    confirmatory verdict in place, so that the marks are over all its verdicts)."""
+    keys = {CONFIRMATORY_KEYS.get(p.label) for p in pairs}
     return [v for key, _, v, _ in rows if key not in keys]
 
 
 def with_confirmatory(rows, pairs) -> tuple[list, dict]:
     """The chapter's family with each verdict that has a confirmatory run replaced by it.
 
-    ``pairs``: :func:`layernorm_tutorial.lab.confirmatory.verdicts.large_models_pairs` (each
-    with ``label``, ``confirmatory`` and ``exploratory``, the earlier run's verdict marked
-    exploratory). Returns ``(rows, earlier)``: the rows of :func:`chapter_verdicts` with the
-    confirmatory verdicts in place and :data:`CONFIRMED` after their label, and
+    ``pairs``: :func:`layernorm_tutorial.lab.confirmatory.verdicts.large_models_pairs` and
+    ``qk_norm_pairs`` (each with ``label``, ``confirmatory`` and ``exploratory``, the earlier
+    run's verdict marked exploratory). Returns ``(rows, earlier)``: the rows of
+    :func:`chapter_verdicts` with the confirmatory verdicts in place and :data:`CONFIRMED`
+    after their label, and
     ``{key: the earlier, exploratory verdict}``. ``ValueError`` if a pair's earlier verdict is
     not the one the chapter judged from its stored results (the two would describe different
     runs), or a pair's label is unknown."""
