@@ -1,5 +1,6 @@
 """The proofs of the interview's part 4 (generative models, deployment, kernels):
-lab/interview/{conditioning, gan_norms, quantization, position_encoding, vector_kernels}."""
+lab/interview/{conditioning, gan_norms, magnitude_preserving, quantization, engine_precision,
+position_encoding, vector_kernels, block_kernels, kernel_budgets, benchmark_reading}."""
 
 import copy
 import json
@@ -13,8 +14,13 @@ from torch import nn
 
 from layernorm_tutorial import functional as LF
 from layernorm_tutorial.lab.interview import (
+    benchmark_reading,
+    block_kernels,
     conditioning,
+    engine_precision,
     gan_norms,
+    kernel_budgets,
+    magnitude_preserving,
     position_encoding,
     quantization,
     vector_kernels,
@@ -437,6 +443,343 @@ def test_split_row_merge_is_exact_and_the_shortcuts_are_not():
         vector_kernels.split_row_moments(row, 0)
 
 
+# --- EDM2's magnitude-preserving layers -----------------------------------------------------
+
+def test_silu_gain_is_the_papers_constant():
+    grid = np.linspace(-12, 12, 200001)
+    density = np.exp(-grid**2 / 2) / np.sqrt(2 * np.pi)
+    silu = grid / (1 + np.exp(-grid))
+    second = np.sum(silu**2 * density) * (grid[1] - grid[0])
+    assert magnitude_preserving.silu_gain() == pytest.approx(np.sqrt(second), rel=1e-9)
+    assert abs(magnitude_preserving.silu_gain() - magnitude_preserving.SILU_GAIN) < 5e-4
+
+
+def test_mp_layers_keep_unit_variance_and_ignore_the_weight_scale():
+    g = _gen(20)
+    x = torch.randn(20000, 64, generator=g, dtype=F64)
+    w = torch.randn(32, 64, generator=g, dtype=F64)
+    wn = magnitude_preserving.mp_weight(w)
+    torch.testing.assert_close(wn.norm(dim=1), torch.ones(32, dtype=F64))
+    torch.testing.assert_close(magnitude_preserving.mp_weight(7.0 * w), wn, rtol=0, atol=1e-14)
+    assert abs((x @ wn.T).var().item() - 1) < 0.05
+    b = torch.randn(20000, 64, generator=g, dtype=F64)
+    for t in (0.0, 0.3, 0.5, 1.0):
+        assert abs(magnitude_preserving.mp_sum(x, b, t).var().item() - 1) < 0.05
+    assert abs(magnitude_preserving.mp_silu(x).pow(2).mean().item() - 1) < 0.05
+    with pytest.raises(ValueError, match="t must"):
+        magnitude_preserving.mp_sum(x, b, 1.5)
+
+
+def test_forced_weight_normalization_undoes_the_growth_of_a_step():
+    g = _gen(21)
+    w = torch.randn(8, 16, generator=g, dtype=F64, requires_grad=True)
+    x = torch.randn(100, 16, generator=g, dtype=F64)
+    loss = (x @ magnitude_preserving.mp_weight(w).T).pow(3).sum()
+    (grad,) = torch.autograd.grad(loss, w)
+    assert (grad * w).sum(dim=1).abs().max() < 1e-9 * grad.abs().max()   # orthogonal
+    with torch.no_grad():
+        stepped = w - 0.1 * grad
+    assert (stepped.norm(dim=1) > w.norm(dim=1)).all()
+    magnitude_preserving.force_normalize_(stepped)
+    torch.testing.assert_close(stepped.norm(dim=1), torch.full((8,), 4.0, dtype=F64))
+
+
+def test_pixel_norm_is_a_gainless_rms_norm_over_channels_and_local():
+    g = _gen(22)
+    x = torch.randn(2, 6, 5, 4, generator=g, dtype=F64)
+    rms = LF.rms_norm(x.movedim(1, -1), (6,), eps=0.0).movedim(-1, 1)
+    torch.testing.assert_close(magnitude_preserving.pixel_norm(x, eps=0.0), rms)
+    spiked = x.clone()
+    spiked[:, :, 0, 0] = 100.0
+    far = (..., slice(1, None), slice(1, None))
+    pn = magnitude_preserving.pixel_norm(spiked) - magnitude_preserving.pixel_norm(x)
+    gn = LF.group_norm(spiked, 2) - LF.group_norm(x, 2)
+    assert pn[far].abs().max() == 0 and gn[far].abs().max() > 0.1
+    with pytest.raises(ValueError, match=r"\(N, C"):
+        magnitude_preserving.pixel_norm(torch.ones(3))
+
+
+def test_an_adm_main_path_grows_and_an_mp_one_does_not():
+    x = torch.randn(256, 32, generator=_gen(23), dtype=F64)
+    adm1, adm3 = (magnitude_preserving.residual_stack(x, 8, "adm", s) for s in (1.0, 3.0))
+    mp1, mp3 = (magnitude_preserving.residual_stack(x, 8, "mp", s) for s in (1.0, 3.0))
+    assert adm1[-1] > 1.5 * adm1[0] and adm3[-1] > 2 * adm1[-1]
+    assert max(abs(a - b) for a, b in zip(mp1, mp3, strict=True)) < 1e-12
+    assert all(0.7 < v < 1.4 for v in mp1)
+    with pytest.raises(ValueError, match="design"):
+        magnitude_preserving.residual_stack(x, 2, "unet")
+
+
+# --- precision in an inference engine; SmoothQuant on Post-LN --------------------------------
+
+def test_the_decomposed_graph_in_float64_is_layer_norm():
+    x = np.random.default_rng(30).normal(2, 3, (3, 50))
+    r = engine_precision.decomposed_layer_norm(x, np.float64)
+    ref = LF.layer_norm(torch.from_numpy(x), (50,)).numpy()
+    np.testing.assert_allclose(r["y"], ref, rtol=0, atol=1e-12)
+    assert not r["nonfinite"]
+
+
+def test_fp16_sums_of_squares_and_squares_overflow_where_fp32_statistics_do_not():
+    rng = np.random.default_rng(31)
+    x = np.stack([rng.normal(0, 6, 4096), rng.normal(0, 1, 4096)])
+    x[1, 5] = 300.0                                     # 300^2 = 90000 > 65504
+    ref = LF.layer_norm(torch.from_numpy(x), (4096,)).numpy()
+    fp16 = engine_precision.decomposed_layer_norm(x, np.float16)
+    sums32 = engine_precision.decomposed_layer_norm(x, np.float16, np.float32)
+    fp32 = engine_precision.decomposed_layer_norm(x, np.float32)
+    assert np.isinf(fp16["sum_squares"]).all() and (fp16["y"] == 0).all()
+    assert np.isfinite(sums32["sum_squares"][0]) and np.isinf(sums32["squares_max"][1])
+    assert np.abs(sums32["y"][0] - ref[0]).max() < 0.01 and (sums32["y"][1] == 0).all()
+    out16 = fp32["y"].astype(np.float16).astype(np.float64)
+    assert np.abs(out16 - ref).max() <= 2**-11 * np.abs(ref).max()
+    with pytest.raises(ValueError, match="rows, H"):
+        engine_precision.decomposed_layer_norm(np.ones(4))
+
+
+def test_block_shares_count_the_matrix_multiplications():
+    s = engine_precision.block_shares(8, 32, 16, 2)
+    assert s["params_matmul"] == pytest.approx((4 * 64 + 2 * 8 * 32) / (4 * 64 + 512 + 32))
+    assert s["params_matmul"] + s["params_norm"] == pytest.approx(1)
+    assert s["flops_matmul"] + s["flops_norm_softmax"] == pytest.approx(1)
+    big = engine_precision.block_shares(4096, 16384, 4096, 32)
+    assert big["params_norm"] < 1e-4 and big["flops_norm_softmax"] < 0.01
+
+
+def test_smoothing_a_post_ln_norm_divides_the_skip_unless_it_is_scaled_back():
+    g = _gen(32)
+    d = 12
+    z = torch.randn(40, d, generator=g, dtype=F64) * 2 + 1
+    gamma, beta = torch.rand(d, generator=g, dtype=F64) + 0.5, torch.randn(d, generator=g,
+                                                                          dtype=F64)
+    gamma[4] = 25.0
+    w1, w2 = torch.randn(24, d, generator=g, dtype=F64), torch.randn(d, 24, generator=g,
+                                                                     dtype=F64)
+    acts = LF.layer_norm(z, (d,), gamma, beta)
+    s = quantization.smoothing_factors(acts.abs().amax(0), w1)
+    g2, b2, (v1,) = quantization.fold_smoothing_into_norm(gamma, beta, [w1], s)
+    before = quantization.post_ln_block(z, gamma, beta, w1, w2)
+    naive = quantization.post_ln_block(z, g2, b2, v1, w2)
+    fixed = quantization.post_ln_block(z, g2, b2, v1, w2, skip_scale=s)
+    assert (naive - before).abs().max() > 0.1
+    torch.testing.assert_close(fixed, before, rtol=0, atol=1e-12)
+    ones = torch.ones(d, dtype=F64)
+    torch.testing.assert_close(quantization.post_ln_block(z, gamma, beta, w1, w2, ones),
+                               before, rtol=0, atol=0)
+
+
+# --- instance/batch norm defaults in evaluation mode --------------------------------------
+
+@pytest.mark.parametrize("module", [nn, "ours"])
+def test_batch_norm_without_running_stats_uses_batch_statistics_in_eval(module):
+    from layernorm_tutorial import nn as lnn
+
+    make = nn.BatchNorm2d if module is nn else lnn.BatchNorm2d
+    x = torch.randn(5, 3, 4, 4, generator=_gen(33), dtype=F64) * 2 + 1
+    bn = make(3, track_running_stats=False).double().eval()
+    assert bn.running_mean is None
+    torch.testing.assert_close(bn(x), LF.batch_norm(x, None, None, training=True),
+                               rtol=0, atol=1e-12)
+    flipped = make(3).double()
+    flipped(x)
+    flipped.track_running_stats = False
+    flipped.eval()
+    running = LF.batch_norm(x, flipped.running_mean, flipped.running_var, training=False)
+    torch.testing.assert_close(flipped(x), running, rtol=0, atol=1e-12)
+    assert (flipped(x) - LF.batch_norm(x, None, None, training=True)).abs().max() > 0.1
+
+
+# --- a CUDA-style norm kernel, simulated -----------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("threads, vec, hidden", [(32, 4, 96), (128, 4, 4096), (1024, 1, 3000),
+                                                  (64, 2, 130)])
+def test_block_row_norm_matches_torch_in_float64(kind, threads, vec, hidden):
+    rng = np.random.default_rng(hidden)
+    x, r = rng.normal(2, 3, (3, hidden)), rng.normal(0, 1, (3, hidden))
+    w, b = rng.normal(1, 0.2, hidden), rng.normal(0, 0.2, hidden)
+    out = block_kernels.block_row_norm(x, r, w, b if kind == "layer" else None, kind=kind,
+                                       threads=threads, vec=vec, acc_dtype=np.float64)
+    s = torch.from_numpy(x + r)
+    ref = (LF.layer_norm(s, (hidden,), torch.from_numpy(w), torch.from_numpy(b))
+           if kind == "layer" else LF.rms_norm(s, (hidden,), torch.from_numpy(w), eps=1e-5))
+    np.testing.assert_allclose(out.y, ref.numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(out.residual, x + r)
+    assert out.loads_per_thread == -(-hidden // vec // threads)
+    assert out.warp_sums.shape == (threads // 32,) and out.shared_floats == threads // 32
+    first = (x + r)[0] if kind == "layer" else ((x + r)[0] ** 2)
+    assert out.thread_partials.sum() == pytest.approx(first.sum(), rel=1e-12)
+    np.testing.assert_allclose(out.warp_sums, out.thread_partials.reshape(-1, 32).sum(1),
+                               rtol=1e-12)
+
+
+def test_thread_t_owns_chunks_t_t_plus_threads_and_so_on():
+    hidden, threads, vec = 64 * 4 * 3, 64, 4
+    x = np.zeros((1, hidden))
+    x[0, 4 * 5:4 * 6] = 1.0                          # chunk 5
+    x[0, 4 * (5 + 64):4 * (6 + 64)] = 2.0            # chunk 69 = 5 + threads
+    out = block_kernels.block_row_norm(x, kind="rms", threads=threads, vec=vec,
+                                       acc_dtype=np.float64)
+    expected = np.zeros(threads)
+    expected[5] = 4 * 1.0 + 4 * 4.0
+    np.testing.assert_array_equal(out.thread_partials, expected)
+
+
+def test_fp16_input_with_fp32_accumulation_stays_within_fp16_rounding():
+    x = np.random.default_rng(5).normal(3, 2, (2, 1024)).astype(np.float16)
+    out = block_kernels.block_row_norm(x, kind="layer")
+    assert out.y.dtype == np.float16
+    ref = LF.layer_norm(torch.from_numpy(x.astype(np.float64)), (1024,)).numpy()
+    assert np.abs(out.y.astype(np.float64) - ref).max() < 2**-8
+
+
+def test_block_row_norm_rejects_bad_launches():
+    x = np.ones((2, 12))
+    with pytest.raises(ValueError, match="multiple of 32"):
+        block_kernels.block_row_norm(x, threads=48)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        block_kernels.block_row_norm(x, threads=2048)
+    with pytest.raises(ValueError, match="vec must divide"):
+        block_kernels.block_row_norm(np.ones((2, 10)), vec=4)
+    with pytest.raises(ValueError, match="kind"):
+        block_kernels.block_row_norm(x, kind="group")
+    with pytest.raises(ValueError, match="residual"):
+        block_kernels.block_row_norm(x, np.ones((2, 8)))
+    with pytest.raises(TypeError, match="floating"):
+        block_kernels.block_row_norm(np.ones((2, 12), dtype=int))
+
+
+@pytest.mark.parametrize("hidden, elem_bytes", [(4096, 4), (4098, 4), (4099, 4), (4096, 2),
+                                                (4100, 2), (768, 2), (1, 1)])
+def test_vector_width_keeps_every_row_aligned(hidden, elem_bytes):
+    v = block_kernels.vector_width(hidden, elem_bytes)
+    assert hidden % v == 0 and v * elem_bytes <= 16
+    offsets = block_kernels.row_start_offsets(hidden, elem_bytes, rows=8)
+    assert all(o % (v * elem_bytes) == 0 for o in offsets)
+    wider = 2 * v
+    if wider * elem_bytes <= 16:                   # the next width breaks some row
+        assert hidden % wider or any(o % (wider * elem_bytes) for o in offsets)
+    with pytest.raises(ValueError, match="elem_bytes"):
+        block_kernels.vector_width(hidden, 3)
+
+
+def test_row_offsets_and_warp_spans():
+    assert block_kernels.row_start_offsets(4099, 4) == [0, 12, 8, 4]
+    assert block_kernels.row_start_offsets(4096, 4) == [0, 0, 0, 0]
+    assert block_kernels.warp_span_bytes(1) == 128
+    assert block_kernels.warp_span_bytes(1, 16) == 512
+    assert block_kernels.warp_span_bytes(768) == 31 * 768 * 4 + 4
+    with pytest.raises(ValueError, match="lane_stride"):
+        block_kernels.warp_span_bytes(0)
+
+
+@pytest.mark.parametrize("row_blocks", [1, 2, 5, 37])
+def test_column_batch_norm_matches_torch_for_any_split(row_blocks):
+    x = np.random.default_rng(row_blocks).normal(1e3, 2, (37, 9))
+    y, mean, var = block_kernels.column_batch_norm(x, row_blocks)
+    t = torch.from_numpy(x)
+    np.testing.assert_allclose(y, LF.batch_norm(t, None, None, training=True).numpy(),
+                               rtol=0, atol=1e-9)
+    np.testing.assert_allclose(mean, x.mean(0), rtol=1e-14)
+    np.testing.assert_allclose(var, x.var(0), rtol=1e-9)
+    with pytest.raises(ValueError, match="row_blocks"):
+        block_kernels.column_batch_norm(x, 38)
+
+
+def test_group_norm_as_rows_matches_torch_and_reads_a_view():
+    rng = np.random.default_rng(6)
+    x = rng.normal(2, 3, (2, 6, 4, 5))
+    w, b = rng.normal(1, 0.3, 6), rng.normal(0, 0.3, 6)
+    y, view = block_kernels.group_norm_rows(x, 3, w, b, acc_dtype=np.float64, threads=32)
+    ref = LF.group_norm(torch.from_numpy(x), 3, torch.from_numpy(w), torch.from_numpy(b))
+    np.testing.assert_allclose(y, ref.numpy(), rtol=0, atol=1e-12)
+    assert view
+    c, hw = 6, 20
+    for g in range(3):
+        for offset in range(2 * hw):
+            flat = g * 2 * hw + offset                 # position within one sample
+            assert block_kernels.channel_of_offset(offset, g, c, 3, hw) == flat // hw
+    with pytest.raises(ValueError, match="contiguous"):
+        block_kernels.group_norm_rows(np.asfortranarray(x), 3)
+    with pytest.raises(ValueError, match="groups must divide"):
+        block_kernels.group_norm_rows(x, 4)
+
+
+# --- the hidden-size limit -------------------------------------------------------------------
+
+def test_stored_register_counts_are_read_from_the_compile_table():
+    data = json.loads((BOOK / "data" / "kernel_resources.json").read_text())
+    rows = kernel_budgets.stored_forward_registers("sm_90", "fp32")
+    assert [r["block_n"] for r in rows] == sorted(r["block_n"] for r in rows)
+    for r in rows:
+        match = [d for d in data["rows"] if d["target"] == "sm_90" and d["dtype"] == "fp32"
+                 and d["kernel"] == "forward" and d["block_n"] == r["block_n"]
+                 and d["row_fits_block"] and d["has_weight"] and d["has_bias"]
+                 and d["aligned"] and d.get("rows", 1) == 1]
+        assert len(match) == 1 and match[0]["registers"] == r["registers"]
+        assert r["values"] == r["block_n"] / (32 * r["warps"])
+        assert r["registers"] <= kernel_budgets.MAX_REGISTERS_PER_THREAD
+    with pytest.raises(ValueError, match="no row-resident"):
+        kernel_budgets.stored_forward_registers("sm_90", "fp8")
+
+
+def test_register_file_share_rounds_per_warp():
+    assert kernel_budgets.register_file_share(64, 32) == 1.0
+    assert kernel_budgets.register_file_share(1, 1) == 256 / 65536
+    assert kernel_budgets.register_file_share(234, 8) == 30 * 256 * 8 / 65536
+    assert kernel_budgets.register_file_share(234, 16) > 1
+    with pytest.raises(ValueError, match="registers"):
+        kernel_budgets.register_file_share(300, 4)
+
+
+@pytest.mark.parametrize("d, elem_bytes", [(16384, 2), (8192, 2), (4096, 4), (111, 2),
+                                           (12288, 2)])
+def test_row_cache_shared_bytes_follows_the_launch_arithmetic(d, elem_bytes):
+    vec = np.gcd(16 // elem_bytes, d)
+    threads = min(1024, d // vec)
+    warps = -(-threads // 32)
+    expected = 4 * (-(-warps // 4) * 4 + d)
+    assert kernel_budgets.row_cache_shared_bytes(d, elem_bytes) == expected
+    over = expected > kernel_budgets.DEFAULT_SHARED_PER_BLOCK
+    assert over == (d >= 12288)
+
+
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("chunk", [1, 7, 64, 5000])
+def test_chunked_row_norm_matches_torch(kind, chunk):
+    x = np.random.default_rng(chunk).normal(50, 2, (3, 300))
+    t = torch.from_numpy(x)
+    ref = LF.layer_norm(t, (300,)) if kind == "layer" else LF.rms_norm(t, (300,), eps=1e-5)
+    np.testing.assert_allclose(kernel_budgets.chunked_row_norm(x, chunk, kind), ref.numpy(),
+                               rtol=0, atol=1e-10)
+    with pytest.raises(ValueError, match="chunk"):
+        kernel_budgets.chunked_row_norm(x, 0)
+    assert kernel_budgets.bytes_per_element(2, 2) == 6
+
+
+# --- reading a stored benchmark -------------------------------------------------------------
+
+def test_kernel_shares_and_call_ratios_recompute_the_stored_rows():
+    run = benchmark_reading.load_run()
+    shares = benchmark_reading.kernel_shares(run, "bfloat16", "fwd")
+    rows = [r for r in run["rows"] if r["dtype"] == "bfloat16" and r["direction"] == "fwd"]
+    for r in rows:
+        n = int(r["shape"].split("x")[1])
+        assert shares[r["implementation"]][n] == r["kernel_gbps"] / run["device_copy_gbps"]
+    assert max(shares["composite"].values()) < 0.1 < 0.5 < min(shares["compiled"].values())
+    ratio = benchmark_reading.call_over_kernel(run, "compiled")
+    for r in rows:
+        if r["implementation"] == "compiled":
+            n = int(r["shape"].split("x")[1])
+            assert ratio[n] == r["median_ms"] / r["kernel_ms"]
+    table = benchmark_reading.format_shares(shares)
+    assert all(len(line) <= 80 for line in table.splitlines())
+    with pytest.raises(ValueError, match="no stored rows"):
+        benchmark_reading.kernel_shares(run, "float8")
+    with pytest.raises(ValueError, match="no kernels-alone"):
+        benchmark_reading.call_over_kernel(run, "numpy_ref")
+
+
 # --- the chapter -----------------------------------------------------------------------------
 
 def _cells():
@@ -457,7 +800,9 @@ def test_every_question_has_a_short_answer_and_a_proof_cell_that_asserts():
         code = ["".join(c["source"]) for c in cells[i + 1:end] if c["cell_type"] == "code"]
         assert len(code) == 1 and re.search(r"^\s*assert ", code[0], re.M), title
         assert re.search(r"\b(conditioning|gan_norms|quantization|position_encoding|"
-                         r"vector_kernels|LF|lnn|va|classic_norms|adaln|outliers)\.",
+                         r"vector_kernels|block_kernels|kernel_budgets|engine_precision|"
+                         r"benchmark_reading|magnitude_preserving|LF|lnn|va|"
+                         r"classic_norms|adaln|outliers)\.",
                          code[0]), title
 
 

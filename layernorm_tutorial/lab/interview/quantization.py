@@ -21,7 +21,9 @@ stream between the two linear layers is rotated: the mean subtraction moves into
 
 Smoothing (SmoothQuant): :func:`smoothing_factors` and :func:`fold_smoothing_into_norm`
 divide the norm's output channel ``j`` by :math:`s_j` through its :math:`\gamma_j,\beta_j`
-and multiply the consuming weights' column ``j`` by :math:`s_j`.
+and multiply the consuming weights' column ``j`` by :math:`s_j`. In a Post-LN block
+(:func:`post_ln_block`) that norm's output is also the residual stream, so the fold divides
+the skip path by :math:`s` too, unless the skip is multiplied back (``skip_scale``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ __all__ = ["gemma_norms_traced", "gain_storage_error", "traced_int_layer_norm",
            "mean_subtraction_matrix", "random_orthogonal", "RotatedBlock",
            "rotate_pre_norm_block", "pre_norm_block", "commutation_gap", "max_to_rms",
            "channel_absmax_spread",
-           "smoothing_factors", "fold_smoothing_into_norm"]
+           "smoothing_factors", "fold_smoothing_into_norm", "post_ln_block"]
 
 
 def _normalized_fp32(x: torch.Tensor, eps: float) -> torch.Tensor:
@@ -187,3 +189,14 @@ def fold_smoothing_into_norm(gamma, beta, weights: list[torch.Tensor], s: torch.
     ``j`` is divided by ``s_j`` and every consuming weight's column ``j`` multiplied by it,
     so each ``norm(x) @ w.T`` is unchanged."""
     return gamma / s, beta / s, [w * s for w in weights]
+
+
+def post_ln_block(z, gamma, beta, w1, w2, skip_scale=None, eps: float = 1e-5):
+    """Two Post-LN steps with row vectors: ``h = LN(z; gamma, beta)`` ``(B, D)`` is both
+    the input of the MLP ``relu(h @ w1.T) @ w2.T`` (``w1`` ``(F, D)``, ``w2`` ``(D, F)``)
+    and the skip path; the block returns ``LN(skip + mlp(h))`` (second norm without
+    affine), where ``skip = h * skip_scale`` (``skip_scale`` ``(D,)``, default: ``h``)."""
+    d = z.shape[-1]
+    h = LF.layer_norm(z, (d,), gamma, beta, eps=eps)
+    skip = h if skip_scale is None else h * skip_scale
+    return LF.layer_norm(skip + torch.relu(h @ w1.T) @ w2.T, (d,), eps=eps)
