@@ -341,7 +341,8 @@ def stamp(doc: dict, claim_ids) -> dict:
 #: here or in :data:`CONFIRMATIONS`; the exploratory ``evidence.x.*`` are post hoc by
 #: definition and judged only as such).
 UNCONFIRMED: dict[str, str] = {
-    "large_models.logit-tools": "registered (6418995) before its first run; not re-run",
+    "large_models.logit-tools": "registered (6418995) before the commit of its first run "
+                                "(d933117), not demonstrably before the runs; not re-run",
     "large_models.time": "timing rounds on one CPU, not seeds: a fresh sample would time "
                          "another machine's load, not the claim's kernels",
 }
