@@ -689,3 +689,9 @@ def test_requires_grad_false_does_not_freeze_bn_statistics():
     frozen_params = ft.zero_lr_finetune(keep_bn_eval=False, freeze_bn_params=True)
     assert frozen_params["max_output_change"] > 0.1
     assert frozen_params == ft.zero_lr_finetune(keep_bn_eval=False)
+
+
+def test_a_norm_weight_without_a_gradient_silently_stays_put():
+    out = ft.input_grad_only_step()
+    assert out["input_grad_error"] < 1e-12
+    assert out["weight_grad"] is None and out["weight_moved"] == 0

@@ -115,20 +115,24 @@ def make_task(n: int, *, seed: int = 0, offset: float = 10.0):
 
 
 def _classifier(seed: int) -> nn.Module:
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(2, 16), lnn.BatchNorm1d(16), nn.ReLU(),
-                         nn.Linear(16, 2)).to(F64)
+    with torch.random.fork_rng(devices=[]):          # leave the caller's generator alone
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(2, 16), lnn.BatchNorm1d(16), nn.ReLU(),
+                             nn.Linear(16, 2)).to(F64)
 
 
 def train_classifier(*, via_copies: bool, steps: int = 150, batch: int = 64,
                      lr: float = 0.1, seed: int = 0) -> nn.Module:
     """Train ``Linear(2, 16) -> BatchNorm1d -> ReLU -> Linear(16, 2)`` with SGD on
-    :func:`make_task` batches. With ``via_copies``, every step runs forward and backward on
-    ``copy.deepcopy(model)`` and applies the copy's gradients to the model (the pattern of
-    meta-learning code that trains a patched or functional copy): the gradients are the
-    same, but the BN buffers updated are the copy's. Returns the model in training mode."""
+    :func:`make_task` batches, the learning rate decaying linearly from ``lr`` to 0 (so
+    that the running statistics catch up with the final weights). With ``via_copies``,
+    every step runs forward and backward on ``copy.deepcopy(model)`` and applies the
+    copy's gradients to the model (the pattern of meta-learning code that trains a patched
+    or functional copy): the gradients are the same, but the BN buffers updated are the
+    copy's. Returns the model in training mode."""
     model = _classifier(seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda t: 1 - t / steps)
     for step in range(steps):
         x, y = make_task(batch, seed=seed * 100_003 + step + 1)
         optimizer.zero_grad()
@@ -138,6 +142,7 @@ def train_classifier(*, via_copies: bool, steps: int = 150, batch: int = 64,
             for p, q in zip(model.parameters(), net.parameters(), strict=True):
                 p.grad = q.grad
         optimizer.step()
+        schedule.step()
     return model
 
 

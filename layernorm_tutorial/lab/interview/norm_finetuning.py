@@ -18,6 +18,9 @@ during fine-tuning.
     for a ``transformers`` model quantized to 4 bits, which parameters stay unquantized
     (``get_keys_to_not_convert``, traced) and how many bytes PEFT's
     ``prepare_model_for_kbit_training`` adds by casting them from 16 to 32 bits.
+``input_grad_only_step()``
+    a fused RMSNorm whose backward returns a gradient for the input only (the contract of
+    Unsloth's Triton kernel): its weight gets no gradient even with ``requires_grad``.
 ``frozen_norm_upcast()``
     ``LlamaRMSNorm`` with a bf16 checkpoint weight, and the same module with the weight
     upcast to fp32: equal values, the fp32 output rounds to the bf16 one bit for bit, and
@@ -41,7 +44,8 @@ from torch import nn
 from layernorm_tutorial import nn as lnn
 
 __all__ = ["meta_model", "is_norm_module", "parameter_counts", "train_only_norms",
-           "zero_lr_finetune", "kbit_upcast_report", "frozen_norm_upcast"]
+           "zero_lr_finetune", "kbit_upcast_report", "frozen_norm_upcast",
+           "input_grad_only_step"]
 
 F64 = torch.float64
 
@@ -216,3 +220,43 @@ def frozen_norm_upcast(hidden: int = 64, rows: int = 8, seed: int = 0) -> dict:
             "dtypes": (y16.dtype, y32.dtype),
             "rounded_equal": torch.equal(y32.to(torch.bfloat16), y16),
             "next_linear_error": error}
+
+
+class _InputGradOnlyRMSNorm(torch.autograd.Function):
+    """RMSNorm whose backward returns the input's gradient and None for the weight."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, weight, rstd)
+        return x * rstd * weight
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        g, xhat = dy * weight, x * rstd
+        dx = rstd * (g - xhat * (g * xhat).mean(-1, keepdim=True))
+        return dx, None, None
+
+
+def input_grad_only_step(hidden: int = 16, rows: int = 4, lr: float = 0.1,
+                         seed: int = 0) -> dict:
+    r"""One SGD step through an RMSNorm whose ``autograd.Function`` returns no gradient for
+    its weight (``return dX, None, ...``, as the backward of Unsloth's fused kernel in
+    ``unsloth/kernels/rms_layernorm.py``), with ``requires_grad=True`` on the weight
+    (float64). Returns ``{"input_grad_error": max |dx - torch's rms_norm dx|, "weight_grad":
+    the weight's ``.grad`` (None), "weight_moved": max |change of the weight|}``: the input
+    gradient is right, the weight silently stays where it was."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, hidden, generator=g, dtype=F64, requires_grad=True)
+    weight = (1 + 0.1 * torch.randn(hidden, generator=g, dtype=F64)).requires_grad_(True)
+    dy = torch.randn(rows, hidden, generator=g, dtype=F64)
+    before = weight.detach().clone()
+    (_InputGradOnlyRMSNorm.apply(x, weight, 1e-6) * dy).sum().backward()
+    x_ref = x.detach().clone().requires_grad_(True)
+    ref = nn.functional.rms_norm(x_ref, (hidden,), weight.detach(), eps=1e-6)
+    (dx_ref,) = torch.autograd.grad((ref * dy).sum(), x_ref)
+    torch.optim.SGD([weight], lr=lr).step()
+    return {"input_grad_error": (x.grad - dx_ref).abs().max().item(),
+            "weight_grad": weight.grad,
+            "weight_moved": (weight.detach() - before).abs().max().item()}

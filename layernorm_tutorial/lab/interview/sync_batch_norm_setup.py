@@ -83,9 +83,10 @@ def cpu_setup_errors(seed: int = 0) -> dict:
     constructor, "train_forward": message of the training-mode forward, "eval_forward_ok":
     whether the evaluation-mode forward equals BN with the running statistics}``; a
     message is None when nothing was raised."""
-    torch.manual_seed(seed)
-    model, _ = convert(nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8)).to(F64))
-    x = torch.randn(6, 4, dtype=F64)
+    with torch.random.fork_rng(devices=[]):          # leave the caller's generator alone
+        torch.manual_seed(seed)
+        model, _ = convert(nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8)).to(F64))
+    x = torch.randn(6, 4, dtype=F64, generator=torch.Generator().manual_seed(seed))
     with single_process_group():
         ddp = _message(lambda: nn.parallel.DistributedDataParallel(model))
         model.train()
