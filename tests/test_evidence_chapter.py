@@ -102,3 +102,74 @@ def test_gapped_good_rates_finds_a_seed_that_skips_a_rung(stored):
     _, glue = chapter.rate_table(doc, verdicts)
     assert glue["claim5_gapped"] == "MLP BN seed 4 (0.001 0.003 0.03)"
     assert glue["claim5_gapped_n"] == 1
+
+
+@pytest.fixture(scope="module")
+def with_confirmatory(stored):
+    from layernorm_tutorial.lab.confirmatory import verdicts as conf_verdicts
+
+    doc, side, _ = stored
+    conf = conf_verdicts.load("evidence_confirmatory.json")
+    side_conf = conf_verdicts.load("evidence_side_confirmatory.json")
+    runs = (conf, side_experiments.init_scale_result(side_conf),
+            side_experiments.combination_result(side_conf))
+    verdicts = chapter.ChapterVerdicts(doc, side_experiments.init_scale_result(side),
+                                       side_experiments.combination_result(side), runs)
+    return doc, verdicts, conf_verdicts.evidence_pairs(conf, doc, side_conf, side)
+
+
+def test_confirmatory_verdicts_are_the_chapters_and_the_earlier_ones_exploratory(
+        stored, with_confirmatory):
+    _, _, plain = stored
+    doc, verdicts, pairs = with_confirmatory
+    assert [r["verdict"] for r in verdicts.rows] == [p.confirmatory for p in pairs]
+    assert [r["holm"] for r in verdicts.rows] == [p.mark for p in pairs]
+    assert [r["verdict"].word for r in verdicts.earlier_rows] == \
+        [r["verdict"].word for r in plain.rows]
+    assert all(r["verdict"].exploratory and not r["holm"]
+               and r["result"].startswith("exploratory, ") for r in verdicts.earlier_rows)
+    assert verdicts.said("7.", "conv + attention, vs LN") != \
+        verdicts.said_earlier("7.", "conv + attention, vs LN")
+    assert verdicts.earlier_row("1.", "MLP, batch 2")["verdict"].effect == \
+        plain.row("1.", "MLP, batch 2")["verdict"].effect
+    lines = verdicts.pair_lines("1.", "MLP, batch 2").splitlines()
+    assert lines[1].startswith("  confirmatory: ") and lines[2].startswith("  earlier run:  ")
+    assert max(len(line) for line in verdicts.pair_lines("").splitlines()) <= 80
+    changed = verdicts.changed()
+    assert changed == [(f"{c['claim']}, {c['setting']}", e["verdict"].word, c["word"])
+                       for c, e in zip(verdicts.rows, verdicts.earlier_rows, strict=True)
+                       if c["word"] != e["verdict"].word]
+    assert "Earlier run (exploratory)" in verdicts.markdown().splitlines()[0]
+    with pytest.raises(KeyError, match="no verdict row"):
+        verdicts.pair_lines("9.")
+    with pytest.raises(ValueError, match="confirmatory results file"):
+        chapter.ChapterVerdicts(doc, *verdicts.confirmatory[1:], confirmatory=(
+            doc, *verdicts.confirmatory[1:]))
+
+
+def test_tables_with_a_confirmatory_run_print_both_runs(with_confirmatory):
+    doc, verdicts, _ = with_confirmatory
+    conf = verdicts.conf_doc
+    table, glue = chapter.batch_size_table(doc, verdicts)
+    assert "confirmatory: " in table and "earlier run:  exploratory" in table
+    assert glue["claim1_2"] == verdicts.said("1.", "MLP, batch 2")
+    assert glue["claim1_2_earlier"].startswith("exploratory, holds: +23.9 pts")
+    assert glue["conf_mlp_bn_2"] == chapter.acc_text(conf, "mlp_batch_size", "bn", 2)
+    for name, (table, glue) in {
+            "accuracy": chapter.accuracy_table(doc, conf),
+            "gap": chapter.gap_table(doc, conf),
+            "speed": chapter.speed_table(doc, verdicts),
+            "rate": chapter.rate_table(doc, verdicts),
+            "combination": chapter.combination_table(verdicts.confirmatory[2], verdicts),
+            "batch": chapter.batch_size_table(doc, verdicts)}.items():
+        assert max(len(line) for line in table.splitlines()) <= 80, name
+        assert any(k.startswith("conf_") for k in glue), name
+    _, glue = chapter.rate_table(doc, verdicts)
+    assert glue["claim5_rate_MLP_ln_good_earlier_seeds"] == "5 of 5 seeds below 1"
+    assert glue["claim5_rate_MLP_ln_good_split"] == \
+        "1 of 5 seeds above 1, 4 below, 0 undetermined"
+    _, glue = chapter.combination_table(verdicts.confirmatory[2], verdicts)
+    assert glue["combo_vs_LN"].startswith("holds: ")
+    assert glue["combo_vs_LN_earlier"].startswith("exploratory, not shown: ")
+    _, glue = chapter.speed_table(doc, verdicts)
+    assert glue["conf_speed_rnn_none"] == "111 (2 never)"

@@ -79,14 +79,24 @@ def test_stored_list_is_consistent(stored):
             assert not i["v2_mark"] and not i["v3_mark"]
         for version in ("v2", "v3"):
             assert not (i[f"{version}_mark"] and i[version] == "not shown")
-    family = {c: sum(i["chapter"] == c and i["family"] for i in items)
-              for c in ("evidence", "principles", "rnn", "residual", "large_models")}
+    assert {i["run"] for i in items} == set(rejudge.RUNS)
+    chapters = ("evidence", "principles", "rnn", "residual", "large_models")
+    family = {c: sum(i["chapter"] == c and i["family"] and i["run"] == "earlier"
+                     for i in items) for c in chapters}
     # the chapters' families (the audit's counts) and their marks under the second rule
     assert family == {"evidence": 32, "principles": 1, "rnn": 24, "residual": 9,
                       "large_models": 13}
-    holm2 = {c: sum(i["v2_mark"] for i in items if i["chapter"] == c) for c in family}
+    holm2 = {c: sum(i["v2_mark"] for i in items if i["chapter"] == c and i["run"] == "earlier")
+             for c in family}
     assert holm2 == {"evidence": 6, "principles": 0, "rnn": 2, "residual": 9,
                      "large_models": 4}
+    # the confirmatory runs: every registered claim with a confirmatory plan, in the family
+    conf = {c: sum(i["chapter"] == c and i["run"] == "confirmatory" for i in items)
+            for c in chapters}
+    assert conf == {"evidence": 32, "principles": 1, "rnn": 24, "residual": 9,
+                    "large_models": 8}
+    assert all(i["family"] and not i["exploratory"] for i in items
+               if i["run"] == "confirmatory")
     assert stored["config"]["method_version"] == V.METHOD_VERSION
 
 
@@ -110,8 +120,40 @@ def test_evidence_items_are_the_chapters_verdicts(stored):
     rows = analysis.verdict_rows(doc) + analysis.side_verdict_rows(
         side_experiments.init_scale_result(side_experiments.load_side_results()),
         side_experiments.combination_result(side_experiments.load_side_results()))
-    family = [i for i in stored["items"] if i["chapter"] == "evidence" and i["family"]]
+    family = [i for i in stored["items"]
+              if i["chapter"] == "evidence" and i["family"] and i["run"] == "earlier"]
     assert [i["v3"] for i in family] == [r["verdict"].word for r in rows]
+
+
+def test_confirmatory_items_are_the_chapters_confirmatory_verdicts_and_marks(stored):
+    """Each chapter's confirmatory items: the words, texts and marks of the confirmatory
+    pairs the chapters print (lab.confirmatory.verdicts), large_models' marks over its
+    whole family of 13 (8 confirmatory verdicts and the 5 without a confirmatory run)."""
+    from layernorm_tutorial.lab.confirmatory import verdicts
+
+    pairs = {"evidence": verdicts.evidence_pairs(), "principles": verdicts.principles_pairs(),
+             "rnn": verdicts.rnn_pairs(), "residual": verdicts.residual_pairs(),
+             "large_models": verdicts.large_models_chapter_pairs()}
+    for chapter, ps in pairs.items():
+        items = [i for i in stored["items"]
+                 if i["chapter"] == chapter and i["run"] == "confirmatory"]
+        assert [i["v3"] for i in items] == [p.confirmatory.word for p in ps], chapter
+        assert [i["v3_mark"] for i in items] == [p.mark for p in ps], chapter
+        assert [i["claim_id"] for i in items] == [p.claim_id for p in ps], chapter
+
+
+def test_other_verdicts_count_in_a_family_without_being_items():
+    """with_marks(others=...): verdicts outside the list raise the family's m."""
+    d = np.array([0.8, 1.5, 1.1, 1.6, 1.3])
+    v = V.paired_verdict(d + 0.6, np.zeros(5), threshold=1.0)   # holds, p about 0.004
+    assert v.word == "holds" and 0.05 / 41 < v.p < 0.05
+    item = rejudge._item("evidence", "x", v, {"digits": 2})
+    alone = rejudge.with_marks([item])[0]["v3_mark"]
+    crowded = rejudge.with_marks(
+        [item], others={("evidence", "earlier"): [v] * 40})[0]["v3_mark"]
+    assert alone and not crowded
+    with pytest.raises(ValueError, match="run must be one of"):
+        rejudge._item("evidence", "x", v, {"digits": 2}, run="later")
 
 
 def test_changed_and_count_tables(stored):
@@ -121,5 +163,9 @@ def test_changed_and_count_tables(stored):
     assert text.count(" -> ") == len(rejudge.changed(items))
     assert "holds -> direction shown: +1.6 pts [+0.5, +2.6]" in text
     counts = rejudge.count_table(items).splitlines()
-    assert counts[0].split()[:3] == ["chapter", "verdicts", "family"]
-    assert len(counts) == 6
+    assert counts[0].split()[:4] == ["chapter", "run", "verdicts", "family"]
+    assert len(counts) == 11 and all(len(line) <= 80 for line in counts)
+    conf = rejudge.changed_table(items, run="confirmatory")
+    n_conf = len(rejudge.changed(items, run="confirmatory"))
+    assert n_conf and conf.count(" -> ") == conf.count(", confirmatory: ") == n_conf
+    assert "confirmatory" not in rejudge.changed_table(items, run="earlier")

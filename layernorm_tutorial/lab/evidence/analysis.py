@@ -10,7 +10,7 @@ interval-censored (:func:`rate_rows`,
 :func:`~layernorm_tutorial.lab.common.verdict.ladder_verdict`). The thresholds are those of the
 claims registry (:mod:`layernorm_tutorial.lab.common.claims`, ids ``evidence.*``); the verdict
 table marks the verdicts that survive the Bonferroni correction over the chapter
-(:func:`holm_rows`, named before version 3).
+(:func:`holm_rows`, named before version 3: the marks are Bonferroni's).
 
 Summaries (:func:`summarize`) are descriptive only (mean, sd over the reported seeds).
 """
@@ -377,12 +377,25 @@ def holm_rows(rows: list[dict]) -> list[dict]:
             for r, m in zip(rows, marks, strict=True)]
 
 
-def verdict_markdown(rows: list[dict]) -> str:
-    """A Markdown (MyST) table of the verdict rows, figures as ``{numref}`` links."""
-    lines = ["| Claim | Setting | Verdict: effect [95 % interval], seeds | Threshold | Figure |",
-             "|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['claim']} | {r['setting']} | {r['result']} | {r['threshold']} | "
+def verdict_markdown(rows: list[dict], earlier: list[dict] | None = None) -> str:
+    """A Markdown (MyST) table of the verdict rows, figures as ``{numref}`` links.
+    ``earlier``: the same comparisons judged on an earlier run (exploratory), printed in a
+    column beside the verdict (``rows`` are then the confirmatory verdicts)."""
+    if earlier is None:
+        lines = ["| Claim | Setting | Verdict: effect [95 % interval], seeds | Threshold | "
+                 "Figure |", "|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['claim']} | {r['setting']} | {r['result']} | "
+                         f"{r['threshold']} | {{numref}}`{r['figure']}` |")
+        return "\n".join(lines)
+    if [(r["claim"], r["setting"]) for r in rows] != [(e["claim"], e["setting"])
+                                                      for e in earlier]:
+        raise ValueError("earlier must judge the same comparisons as rows, in their order")
+    lines = ["| Claim | Setting | Verdict (confirmatory): effect [95 % interval], seeds | "
+             "Earlier run (exploratory) | Threshold | Figure |", "|---|---|---|---|---|---|"]
+    for r, e in zip(rows, earlier, strict=True):
+        lines.append(f"| {r['claim']} | {r['setting']} | {r['result']} | "
+                     f"{e['result'].removeprefix('exploratory, ')} | {r['threshold']} | "
                      f"{{numref}}`{r['figure']}` |")
     return "\n".join(lines)
 

@@ -7,6 +7,7 @@ so that the notebook's cells show the idea and stay within 80 columns. Nothing h
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 
@@ -62,28 +63,83 @@ def test_set_se(doc: dict, accuracy: float = 0.95) -> float:
 
 
 class ChapterVerdicts:
-    """Every confirmatory verdict of the chapter, computed once, with the family marks
-    (Bonferroni, verdict method v3) over the whole family (main sweep and side experiments):
-    ``rows`` (see :func:`~.analysis.verdict_rows`; ``result`` carries the mark)."""
+    """Every verdict of the chapter, computed once, with the family marks (Bonferroni,
+    verdict method v3) over the whole family (main sweep and side experiments): ``rows``
+    (see :func:`~.analysis.verdict_rows`; ``result`` carries the mark).
 
-    def __init__(self, doc: dict, init, combo):
-        self.rows = analysis.holm_rows(analysis.verdict_rows(doc)
-                                       + analysis.side_verdict_rows(init, combo))
+    ``confirmatory``: ``(doc, init, combo)`` of the confirmatory runs on fresh seeds
+    (``book/data/evidence_confirmatory.json`` and ``evidence_side_confirmatory.json``,
+    registered before their runs). With them, ``rows`` are the confirmatory verdicts (the
+    chapter's family) and ``earlier_rows`` the same comparisons judged on ``doc``, ``init``
+    and ``combo``, marked exploratory and outside the family (no mark); without them,
+    ``rows`` are the verdicts of ``doc`` and ``earlier_rows`` is empty."""
+
+    def __init__(self, doc: dict, init, combo, confirmatory: tuple | None = None):
+        earlier = analysis.verdict_rows(doc) + analysis.side_verdict_rows(init, combo)
+        self.confirmatory = confirmatory
+        if confirmatory is None:
+            self.rows = analysis.holm_rows(earlier)
+            self.earlier_rows: list[dict] = []
+            return
+        conf_doc, conf_init, conf_combo = confirmatory
+        if not conf_doc.get("confirmatory"):
+            raise ValueError("confirmatory: the first document must be a confirmatory results "
+                             "file (python -m layernorm_tutorial.lab.confirmatory evidence)")
+        rows = analysis.verdict_rows(conf_doc) + analysis.side_verdict_rows(conf_init,
+                                                                            conf_combo)
+        labels = [(r["claim"], r["setting"]) for r in rows]
+        if labels != [(r["claim"], r["setting"]) for r in earlier]:
+            raise ValueError("the confirmatory and the earlier run judge different "
+                             "comparisons")
+        self.rows = analysis.holm_rows(rows)
+        self.earlier_rows = [_exploratory_row(r) for r in earlier]
+
+    @property
+    def conf_doc(self) -> dict | None:
+        """The confirmatory run's main results (``None`` without one)."""
+        return None if self.confirmatory is None else self.confirmatory[0]
 
     def row(self, claim_start: str, setting: str) -> dict:
         """The row whose claim starts with ``claim_start`` and whose setting starts with
         ``setting`` (``KeyError`` when none does)."""
-        for r in self.rows:
-            if r["claim"].startswith(claim_start) and r["setting"].startswith(setting):
-                return r
-        raise KeyError(f"no verdict row {claim_start!r} / {setting!r}")
+        return _find(self.rows, claim_start, setting)
+
+    def earlier_row(self, claim_start: str, setting: str) -> dict:
+        """The same comparison judged on the earlier run (exploratory); without a
+        confirmatory run, :meth:`row`."""
+        return _find(self.earlier_rows or self.rows, claim_start, setting)
 
     def said(self, claim_start: str, setting: str) -> str:
         """The word with its interval (and family mark) for the prose."""
         return self.row(claim_start, setting)["result"]
 
+    def said_earlier(self, claim_start: str, setting: str) -> str:
+        """The earlier run's word with its interval, marked exploratory."""
+        return self.earlier_row(claim_start, setting)["result"]
+
+    def pair_lines(self, claim_start: str, setting: str = "", width: int = 80) -> str:
+        """Each matching comparison: its label, the confirmatory verdict (with its mark) and
+        the earlier run's beside it (exploratory), within ``width`` columns. Without a
+        confirmatory run: the label and the verdict."""
+        lines = []
+        for i, r in enumerate(self.rows):
+            if not (r["claim"].startswith(claim_start) and r["setting"].startswith(setting)):
+                continue
+            lines += textwrap.wrap(f"{r['claim']}, {r['setting']}", width,
+                                   subsequent_indent="    ")
+            if not self.earlier_rows:
+                lines += _indented(r["result"], "  ", width)
+                continue
+            lines += _indented(r["result"], "  confirmatory: ", width)
+            lines += _indented(self.earlier_rows[i]["result"], "  earlier run:  ", width)
+        if not lines:
+            raise KeyError(f"no verdict row {claim_start!r} / {setting!r}")
+        return "\n".join(lines)
+
     def markdown(self) -> str:
-        return analysis.verdict_markdown(self.rows)
+        if not self.earlier_rows:
+            return analysis.verdict_markdown(self.rows)
+        return analysis.verdict_markdown(self.rows, self.earlier_rows)
 
     def holm_sentence(self) -> str:
         return family_sentence([r["verdict"] for r in self.rows])
@@ -99,6 +155,32 @@ class ChapterVerdicts:
         """The family sentence (Bonferroni), wrapped, to print under a table with marks."""
         return textwrap.fill(self.holm_sentence(), width)
 
+    def changed(self) -> list[tuple[str, str, str]]:
+        """``(claim and setting, earlier word, confirmatory word)`` for every comparison
+        whose word differs between the earlier run and the confirmatory run."""
+        return [(f"{c['claim']}, {c['setting']}", e["word"], c["word"])
+                for c, e in zip(self.rows, self.earlier_rows, strict=True)
+                if c["word"] != e["word"]]
+
+
+def _find(rows: list[dict], claim_start: str, setting: str) -> dict:
+    for r in rows:
+        if r["claim"].startswith(claim_start) and r["setting"].startswith(setting):
+            return r
+    raise KeyError(f"no verdict row {claim_start!r} / {setting!r}")
+
+
+def _indented(text: str, head: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width, initial_indent=head,
+                         subsequent_indent=" " * len(head))
+
+
+def _exploratory_row(r: dict) -> dict:
+    """A verdict row of the earlier run, its verdict marked exploratory (its threshold did
+    not precede its first data), without a family mark."""
+    v = dataclasses.replace(r["verdict"], exploratory=True)
+    return {**r, "verdict": v, "holm": False, "result": "exploratory, " + r["result"]}
+
 
 def acc_text(doc: dict, experiment: str, norm: str, batch_size: int,
              metric: str = "test_acc") -> str:
@@ -109,23 +191,55 @@ def acc_text(doc: dict, experiment: str, norm: str, batch_size: int,
 
 
 def batch_size_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
-    """Claim 1's table (steps, BN and LN accuracy, verdict per batch size) and its glue."""
+    """Claim 1's table (steps, BN and LN accuracy, verdict per batch size) and its glue.
+
+    With a confirmatory run (``verdicts.confirmatory``) the table gives both runs' accuracies
+    and then each batch size's confirmatory verdict with the earlier one beside it
+    (:meth:`ChapterVerdicts.pair_lines`); the glue adds ``conf_mlp_<norm>_<batch>`` and
+    ``claim1_<batch>_earlier``."""
     sizes = sorted({r["spec"]["batch_size"] for r in find_runs(doc, "mlp_batch_size", "bn")})
-    lines = [f"test accuracy of the MLP, mean ± sd over {len(doc['seeds'])} seeds, and the "
-             "verdict of claim 1 (LN minus BN up to batch 8, BN minus LN above)",
-             "batch  steps" + "".join(f"{n:>16}" for n in ("bn", "ln")) + "   verdict"]
+    conf = verdicts.conf_doc
     glue = {}
+    if conf is None:
+        lines = [f"test accuracy of the MLP, mean ± sd over {len(doc['seeds'])} seeds, and "
+                 "the verdict of claim 1 (LN minus BN up to batch 8, BN minus LN above)",
+                 "batch  steps" + "".join(f"{n:>16}" for n in ("bn", "ln")) + "   verdict"]
+    else:
+        lines = textwrap.wrap(
+            f"test accuracy of the MLP, mean ± sd over {len(doc['seeds'])} seeds: the earlier "
+            f"run (seeds {_seeds(doc['seeds'])}, the figure) and the confirmatory run (fresh "
+            f"seeds {_seeds(conf['seeds'])})", 80)
+        lines.append("batch  steps" + "".join(f"{n:>15}" for n in (
+            "bn, earlier", "ln, earlier", "bn, confirm.", "ln, confirm.")))
     for b in sizes:
         steps = find_runs(doc, "mlp_batch_size", "ln", b)[0]["steps"]
         said = verdicts.said("1.", f"MLP, batch {b}")
         accs = [acc_text(doc, "mlp_batch_size", n, b) for n in ("bn", "ln")]
-        lines.append(f"{b:>5} {steps:>6}" + "".join(f"{a:>16}" for a in accs) + f"   {said}")
         glue.update({f"mlp_bn_{b}": accs[0], f"mlp_ln_{b}": accs[1], f"claim1_{b}": said})
+        if conf is None:
+            lines.append(f"{b:>5} {steps:>6}" + "".join(f"{a:>16}" for a in accs)
+                         + f"   {said}")
+            continue
+        fresh = [acc_text(conf, "mlp_batch_size", n, b) for n in ("bn", "ln")]
+        lines.append(f"{b:>5} {steps:>6}" + "".join(f"{a:>15}" for a in accs + fresh))
+        glue.update({f"conf_mlp_bn_{b}": fresh[0], f"conf_mlp_ln_{b}": fresh[1],
+                     f"claim1_{b}_earlier": verdicts.said_earlier("1.", f"MLP, batch {b}")})
+    if conf is not None:
+        lines.append("claim 1: LN minus BN up to batch 8, BN minus LN above")
+        lines.append(verdicts.pair_lines("1."))
     glue["mlp_none_32"] = acc_text(doc, "mlp_batch_size", "none", 32)
     glue["steps_256"] = find_runs(doc, "mlp_batch_size", "ln", 256)[0]["steps"]
     steps_2 = find_runs(doc, "mlp_batch_size", "ln", 2)[0]["steps"]
     glue["steps_ratio_2_256"] = f"{steps_2 / glue['steps_256']:.0f}"
     return "\n".join(lines), glue
+
+
+def _seeds(seeds) -> str:
+    """``1–5`` for consecutive seeds, else the list."""
+    seeds = list(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(map(str, seeds))
 
 
 def bn_mode_losses(doc: dict) -> tuple[str, dict]:
@@ -155,59 +269,101 @@ def bn_mode_losses(doc: dict) -> tuple[str, dict]:
     return "\n".join(lines), glue
 
 
-def accuracy_table(doc: dict) -> tuple[str, dict]:
-    """Claims 2 and 3: test and final training accuracy per norm of the RNN and the CNN."""
+def accuracy_table(doc: dict, conf: dict | None = None) -> tuple[str, dict]:
+    """Claims 2 and 3: test and final training accuracy per norm of the RNN and the CNN;
+    with ``conf`` (the confirmatory run) its two columns beside the earlier run's, glued as
+    ``conf_<exp>_<norm>`` and ``conf_<exp>_<norm>_train``."""
     lines, glue = [], {}
     for exp, norms in (("rnn", ("none", "bn", "ln")),
                        ("cnn", ("none", "bn", "ln", "gn", "ln_c"))):
         lines.append(f"{exp.upper()}, batch 32: test accuracy / final training accuracy, "
                      "mean ± sd")
+        if conf is not None:
+            lines.append(f"  {'earlier run':<37}| confirmatory run")
         for n in norms:
             test, train = acc_text(doc, exp, n, 32), acc_text(doc, exp, n, 32, "train_acc")
-            lines.append(f"  {n:<5} {test:>14}   {train:>14}")
+            line = f"  {n:<5} {test:>14}   {train:>14}"
             glue[f"{exp}_{n}"] = test
             glue[f"{exp}_{n}_train"] = train
+            if conf is not None:
+                ctest = acc_text(conf, exp, n, 32)
+                ctrain = acc_text(conf, exp, n, 32, "train_acc")
+                line += f"  | {ctest:>14}   {ctrain:>14}"
+                glue[f"conf_{exp}_{n}"] = ctest
+                glue[f"conf_{exp}_{n}_train"] = ctrain
+            lines.append(line)
     return "\n".join(lines), glue
 
 
-def gap_table(doc: dict) -> tuple[str, dict]:
+def gap_table(doc: dict, conf: dict | None = None) -> tuple[str, dict]:
     """Claim 4: train-minus-test accuracy gap per norm (percentage points), with the final
-    training accuracy that the gap depends on."""
+    training accuracy that the gap depends on; with ``conf`` (the confirmatory run) its two
+    columns beside the earlier run's, glued as ``conf_gap_<exp>_<norm>`` and
+    ``conf_train_<exp>_<norm>``."""
     lines, glue = [], {}
     for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN")):
         norms = [n for n in ("none", "bn", "ln", "gn", "ln_c") if find_runs(doc, exp, n, 32)]
-        lines.append(f"{name}, batch 32: train-test accuracy gap (pts) | training accuracy, "
-                     "mean ± sd")
+        head = f"{name}, batch 32: train-test accuracy gap (pts) | training accuracy, mean ± sd"
+        lines.append(head if conf is None else
+                     f"{head}\n  {'earlier run':<39}| confirmatory run")
         for n in norms:
-            s = analysis.summarize(100 * analysis.values(find_runs(doc, exp, n, 32), "gap"))
-            train = acc_text(doc, exp, n, 32, "train_acc")
-            lines.append(f"  {n:<5} {s.mean:5.2f} ± {s.sd:4.2f}   | {train:>14}")
-            glue[f"gap_{exp}_{n}"] = f"{s.mean:.2f} ± {s.sd:.2f} pts"
+            gap, train = _gap(doc, exp, n), acc_text(doc, exp, n, 32, "train_acc")
+            line = f"  {n:<5} {gap}   | {train:>14}"
+            glue[f"gap_{exp}_{n}"] = f"{gap} pts"
             glue[f"train_{exp}_{n}"] = train
+            if conf is not None:
+                cgap, ctrain = _gap(conf, exp, n), acc_text(conf, exp, n, 32, "train_acc")
+                line += f"   | {cgap}   | {ctrain:>14}"
+                glue[f"conf_gap_{exp}_{n}"] = f"{cgap} pts"
+                glue[f"conf_train_{exp}_{n}"] = ctrain
+            lines.append(line)
     return "\n".join(lines), glue
 
 
+def _gap(doc: dict, exp: str, norm: str) -> str:
+    s = analysis.summarize(100 * analysis.values(find_runs(doc, exp, norm, 32), "gap"))
+    return f"{s.mean:5.2f} ± {s.sd:4.2f}"
+
+
+def _steps_cells(doc: dict, exp: str, norms) -> dict[str, str]:
+    """Mean steps to 90 % validation accuracy per norm (``never`` counts)."""
+    out = {}
+    for n in norms:
+        steps = np.array([analysis.steps_to_accuracy(r) for r in find_runs(doc, exp, n, 32)])
+        reached = np.isfinite(steps)
+        out[n] = (f"{steps[reached].mean():.0f}" if reached.all() else
+                  f"{steps[reached].mean():.0f} ({(~reached).sum()} never)"
+                  if reached.any() else "never")
+    return out
+
+
 def speed_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
-    """Claim 5 (speed): mean steps to 90 % validation accuracy per norm, and the verdict."""
+    """Claim 5 (speed): mean steps to 90 % validation accuracy per norm, and the verdict;
+    with a confirmatory run, its steps (glued ``conf_speed_<exp>_<norm>``) and each
+    verdict with the earlier one beside it."""
     lines, glue = [], {}
+    conf = verdicts.conf_doc
     for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN"), ("rnn", "RNN")):
         norms = [n for n in ("none", "bn", "ln", "gn", "ln_c") if find_runs(doc, exp, n, 32)]
         total = find_runs(doc, exp, "none", 32)[0]["steps"]
-        cells = []
-        for n in norms:
-            steps = np.array([analysis.steps_to_accuracy(r)
-                              for r in find_runs(doc, exp, n, 32)])
-            reached = np.isfinite(steps)
-            text = (f"{steps[reached].mean():.0f}" if reached.all() else
-                    f"{steps[reached].mean():.0f} ({(~reached).sum()} never)"
-                    if reached.any() else "never")
-            cells.append(f"{n} {text}")
-            glue[f"speed_{exp}_{n}"] = text
+        cells = _steps_cells(doc, exp, norms)
+        glue.update({f"speed_{exp}_{n}": text for n, text in cells.items()})
         said = verdicts.said("5. LN speeds", name)
         glue[f"claim5_speed_{name}"] = said
-        lines.append(f"{name}: budget {total} steps; steps to 90 % val. acc.: "
-                     + ", ".join(cells))
-        lines.append(f"     LN faster than none: {said}")
+        head = (f"{name}: budget {total} steps; steps to 90 % val. acc.: "
+                + ", ".join(f"{n} {t}" for n, t in cells.items()))
+        if conf is None:
+            lines += [head, f"     LN faster than none: {said}"]
+            continue
+        lines += textwrap.wrap(head, 80, subsequent_indent="    ")
+        fresh = _steps_cells(conf, exp, norms)
+        glue.update({f"conf_speed_{exp}_{n}": text for n, text in fresh.items()})
+        glue[f"claim5_speed_{name}_earlier"] = verdicts.said_earlier("5. LN speeds", name)
+        lines += textwrap.wrap("  confirmatory run (fresh seeds): "
+                               + ", ".join(f"{n} {t}" for n, t in fresh.items()), 80,
+                               subsequent_indent="    ")
+    if conf is not None:
+        lines.append(verdicts.pair_lines("5. LN speeds"))
     return "\n".join(lines), glue
 
 
@@ -226,43 +382,86 @@ def exploratory_speed(doc: dict) -> tuple[str, dict]:
     return "\n".join(lines), glue
 
 
-def rate_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
-    """Claim 5 (rates): per norm and seed the best, largest good and failure rates; then the
-    ladder verdicts with the number of seeds whose bounds lie beyond a ratio of 1."""
+def _rate_ranges(doc: dict, prefix: str = "") -> tuple[list[str], dict, list]:
+    """Per norm and seed: best, largest good and failure rates; glue ``<prefix>range_*``;
+    the seeds whose good rates skip a rung."""
     lines, glue, gaps = [], {}, []
     for exp in sorted({r["experiment"] for r in doc["range_runs"]}):
         name = exp.removeprefix("lr_range_")
         for norm in ("none", "bn", "ln"):
             r = analysis.rate_range(doc, exp, norm)
-            lines.append(f"{name} {norm:<4} best {_rates(r.best_rate)}  largest good "
-                         f"{_rates(r.largest_good)}  failure {_rates(r.failure)}")
+            lines += textwrap.wrap(f"{name} {norm:<4} best {_rates(r.best_rate)}  largest "
+                                   f"good {_rates(r.largest_good)}  failure "
+                                   f"{_rates(r.failure)}", 80, subsequent_indent=" " * 10)
             for key, x in (("good", r.largest_good), ("fail", r.failure)):
-                glue[f"range_{name}_{norm}_{key}"] = "–".join(
+                glue[f"{prefix}range_{name}_{norm}_{key}"] = "–".join(
                     f"{v:g}" for v in sorted({x.min(), x.max()}))
             gaps.extend((name, norm, seed, rates)
                         for seed, rates in analysis.gapped_good_rates(r))
-    for row in verdicts.rows:
+    return lines, glue, gaps
+
+
+def _seed_counts(v) -> tuple[int, int]:
+    """Seeds whose ratio's bounds lie surely above 1 and surely below 1."""
+    return sum(lo >= 0 for lo, _ in v.bounds), sum(hi <= 0 for _, hi in v.bounds)
+
+
+def _ladder_glue(row: dict, key: str) -> dict:
+    v = row["verdict"]
+    above, below = _seed_counts(v)
+    return {key: row["result"],
+            f"{key}_seeds": (f"{above} of {v.n} seeds above 1" if above else
+                             f"{below} of {v.n} seeds below 1"),
+            f"{key}_split": (f"{above} of {v.n} seeds above 1, {below} below, "
+                             f"{v.n - above - below} undetermined")}
+
+
+def _gapped_text(gaps) -> str:
+    return "; ".join(f"{name.upper()} {norm.upper()} seed {seed} "
+                     f"({' '.join(f'{x:g}' for x in rates)})"
+                     for name, norm, seed, rates in gaps) or "none"
+
+
+def rate_table(doc: dict, verdicts: ChapterVerdicts) -> tuple[str, dict]:
+    """Claim 5 (rates): per norm and seed the best, largest good and failure rates; then the
+    ladder verdicts with the number of seeds whose bounds lie beyond a ratio of 1.
+
+    With a confirmatory run, both runs' rates (the confirmatory run's glued with the prefix
+    ``conf_``) and each ladder verdict with the earlier one beside it (glued with the suffix
+    ``_earlier``: ``claim5_rate_<key>_earlier``, ``..._earlier_seeds``, ...)."""
+    conf = verdicts.conf_doc
+    lines, glue, gaps = _rate_ranges(doc)
+    if conf is not None:
+        lines.insert(0, f"earlier run (seeds {_seeds(doc['seeds'])}):")
+        more, conf_glue, conf_gaps = _rate_ranges(conf, "conf_")
+        lines += [f"confirmatory run (fresh seeds {_seeds(conf['seeds'])}):", *more]
+        glue |= conf_glue
+    for i, row in enumerate(verdicts.rows):
         if "allows larger" not in row["claim"]:
             continue
-        v = row["verdict"]
         who = "ln" if row["claim"].startswith("5. LN") else "bn"
         kind = "good" if "largest" in row["setting"] else "fail"
-        key = f"{row['setting'][:3]}_{who}_{kind}"
-        above = sum(lo >= 0 for lo, _ in v.bounds)
-        below = sum(hi <= 0 for _, hi in v.bounds)
-        glue[f"claim5_rate_{key}"] = row["result"]
-        glue[f"claim5_rate_{key}_seeds"] = (f"{above} of {v.n} seeds above 1" if above else
-                                            f"{below} of {v.n} seeds below 1")
-        glue[f"claim5_rate_{key}_split"] = (f"{above} of {v.n} seeds above 1, {below} "
-                                            f"below, {v.n - above - below} undetermined")
-        lines.append(f"{row['setting'][:3]} {who.upper()} {kind:<4} {row['result']}")
-        lines.append(f"         seeds whose ratio is surely above 1: {above}, below 1: "
-                     f"{below}")
-    texts = [f"{name.upper()} {norm.upper()} seed {seed} ({' '.join(f'{x:g}' for x in rates)})"
-             for name, norm, seed, rates in gaps]
-    lines.append("good rates that skip a rung: " + ("; ".join(texts) or "none"))
-    glue["claim5_gapped"] = "; ".join(texts) or "none"
+        key = f"claim5_rate_{row['setting'][:3]}_{who}_{kind}"
+        glue |= _ladder_glue(row, key)
+        runs = [("", row)]
+        if conf is not None:
+            earlier = verdicts.earlier_rows[i]
+            glue |= {k.replace(key, f"{key}_earlier", 1): v
+                     for k, v in _ladder_glue(earlier, key).items()}
+            runs = [("  confirmatory: ", row), ("  earlier run:  ", earlier)]
+        lines.append(f"{row['setting'][:3]} {who.upper()} {kind}")
+        for head, r in runs:
+            above, below = _seed_counts(r["verdict"])
+            lines += _indented(r["result"], head or "  ", 80)
+            lines.append(f"{' ' * max(len(head), 2)}seeds whose ratio is surely above 1: "
+                         f"{above}, below 1: {below}")
+    glue["claim5_gapped"] = _gapped_text(gaps)
     glue["claim5_gapped_n"] = len(gaps)
+    lines.append("good rates that skip a rung: " + glue["claim5_gapped"])
+    if conf is not None:
+        glue["conf_claim5_gapped"] = _gapped_text(conf_gaps)
+        lines[-1] = "good rates that skip a rung, earlier run: " + glue["claim5_gapped"]
+        lines += textwrap.wrap("confirmatory run: " + glue["conf_claim5_gapped"], 80)
     return "\n".join(lines), glue
 
 
@@ -387,8 +586,9 @@ def gradient_table(layer_mean, norms, scales) -> str:
     return "\n".join(lines)
 
 
-def init_accuracy_table(init) -> tuple[str, dict]:
-    """Claim 6: test accuracy after 150 SGD steps per norm and initialization scale."""
+def init_accuracy_table(init, prefix: str = "") -> tuple[str, dict]:
+    """Claim 6: test accuracy after 150 SGD steps per norm and initialization scale (glue
+    names ``<prefix>init_acc_<norm>_<scale>``)."""
     lines = [f"test accuracy (%) after 150 SGD steps, mean ± sd over seeds {init.seeds}",
              "norm " + "".join(f"{f'scale {s:g}':>15}" for s in init.scales)]
     glue = {}
@@ -397,24 +597,44 @@ def init_accuracy_table(init) -> tuple[str, dict]:
         lines.append(f"{norm:<5}" + "".join(f"{100 * m:>9.1f} ± {100 * s:<4.1f}"
                                             for m, s in cells))
         for j, scale in enumerate(init.scales):
-            key = f"init_acc_{norm}_{scale:g}".replace(".", "_")
+            key = f"{prefix}init_acc_{norm}_{scale:g}".replace(".", "_")
             glue[key] = f"{100 * init.mean()[i, j]:.1f} ± {100 * init.sd()[i, j]:.1f} %"
     return "\n".join(lines), glue
 
 
-def combination_table(combo, verdicts: ChapterVerdicts) -> tuple[str, dict]:
-    """Claim 7: test (and training) accuracy per variant, and the combination's verdicts."""
-    lines = [f"test accuracy (%), mean ± sd over seeds {combo.seeds} | training accuracy (%)"]
+def _combo_lines(combo, prefix: str = "") -> tuple[list[str], dict]:
+    lines = textwrap.wrap(f"test accuracy (%), mean ± sd over seeds {combo.seeds} | training "
+                          "accuracy (%)", 80)
     glue = {}
     for v, test, train in zip(combo.variants, 100 * combo.test_acc, 100 * combo.train_acc,
                               strict=True):
         seeds = " ".join(f"{x:.1f}" for x in test)
         lines.append(f"  {v:<20} {test.mean():5.1f} ± {test.std(ddof=1):.1f}   "
                      f"seeds {seeds}   | {train.mean():5.1f}")
-        glue[f"combo_{v.replace(' ', '_').replace('+', 'and')}"] = \
+        glue[f"{prefix}combo_{v.replace(' ', '_').replace('+', 'and')}"] = \
             f"{test.mean():.1f} ± {test.std(ddof=1):.1f} %"
+    return lines, glue
+
+
+def combination_table(combo, verdicts: ChapterVerdicts) -> tuple[str, dict]:
+    """Claim 7: test (and training) accuracy per variant, and the combination's verdicts.
+
+    With a confirmatory run, its accuracies too (glued ``conf_combo_*``) and each verdict
+    with the earlier one beside it (``combo_vs_<other>_earlier``)."""
+    lines, glue = _combo_lines(combo)
+    conf = verdicts.confirmatory
+    if conf is not None:
+        more, conf_glue = _combo_lines(conf[2], "conf_")
+        lines = ["earlier run:", *lines, "confirmatory run (fresh seeds):", *more]
+        glue |= conf_glue
     for other in ("BN everywhere", "LN everywhere", "no norm"):
-        text = verdicts.said("7.", f"conv + attention, vs {other}")
-        lines.append(f"combination better than {other}: {text}")
+        setting = f"conv + attention, vs {other}"
+        text = verdicts.said("7.", setting)
         glue[f"combo_vs_{other.split()[0]}"] = text
+        if conf is None:
+            lines.append(f"combination better than {other}: {text}")
+            continue
+        glue[f"combo_vs_{other.split()[0]}_earlier"] = verdicts.said_earlier("7.", setting)
+    if conf is not None:
+        lines.append(verdicts.pair_lines("7."))
     return "\n".join(lines), glue

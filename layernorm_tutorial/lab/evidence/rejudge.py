@@ -13,8 +13,14 @@
 The verdicts are the ones the chapters print now, from the results files in ``book/data``
 as they are (re-runs included), computed by the chapters' own lab functions: each chapter's
 family, its exploratory results and its replications on a second numerics path (those two
-are outside the family and carry no mark). ``python -m layernorm_tutorial.lab.evidence.rejudge``
-stores the list in ``book/data/evidence_rejudged.json`` for the evidence chapter.
+are outside the family and carry no mark). Each item names its ``run``: ``"earlier"`` (the
+chapters' first stored results, judged as their family was before the confirmatory runs) or
+``"confirmatory"`` (the runs on fresh seeds registered before they started,
+``book/data/*_confirmatory.json``: the chapters' families now). The marks are computed per
+chapter and run; the large-models chapter's confirmatory family also counts its five
+verdicts without a confirmatory run (timing, logit tools), as the chapter does.
+``python -m layernorm_tutorial.lab.evidence.rejudge`` stores the list in
+``book/data/evidence_rejudged.json`` for the evidence chapter.
 """
 
 from __future__ import annotations
@@ -53,7 +59,8 @@ from layernorm_tutorial.lab.common.verdict import (
 __all__ = ["VERSIONS", "v1_word", "v1_verdict", "v2_word", "v2_judgement", "rejudge_evidence",
            "rejudge_principles", "rejudge_rnn", "rejudge_residual", "rejudge_large_models",
            "rejudge_all", "with_marks", "changed", "load_rejudged", "changed_table",
-           "count_table", "SOURCES", "COMMITTED_PATH", "COMMAND"]
+           "count_table", "SOURCES", "RUNS", "COMMITTED_PATH", "COMMAND",
+           "rejudge_large_models_confirmatory", "large_models_others"]
 
 COMMITTED_PATH = BOOK_DATA / "evidence_rejudged.json"
 COMMAND = "python -m layernorm_tutorial.lab.evidence.rejudge"
@@ -62,7 +69,13 @@ VERSIONS = ("v1", "v2", "v3")
 SOURCES = ("evidence_results.json", "evidence_side_results.json",
            "evidence_live_checks.json", "principles_ln_vs_he.json",
            "principles_ln_vs_he_replication.json", "rnn_race.json", "rnn_paths.json",
-           "residual_runs.json", "residual_paths.json", "large_models_results.json")
+           "residual_runs.json", "residual_paths.json", "large_models_results.json",
+           "evidence_confirmatory.json", "evidence_side_confirmatory.json",
+           "principles_ln_vs_he_confirmatory.json", "rnn_race_confirmatory.json",
+           "residual_runs_confirmatory.json", "large_models_confirmatory.json",
+           "large_models_qk_confirmatory.json")
+#: The two kinds of run an item comes from (see the module docstring).
+RUNS = ("earlier", "confirmatory")
 
 
 # ---- the earlier rules ---------------------------------------------------------------------
@@ -128,11 +141,13 @@ _LADDER = {"digits": 2}
 
 
 def _item(chapter: str, setting: str, v: Verdict | LadderVerdict, fmt: dict,
-          v1: Verdict | None = None, family: bool = True) -> dict:
+          v1: Verdict | None = None, family: bool = True, run: str = "earlier") -> dict:
     """One verdict under the three rules. ``v``: the current (v3) verdict; ``v1``: the first
     rule's verdict where its interval differs (ladders: a t interval on log rung values);
-    ``family``: whether the verdict belongs to its chapter's family (replications and
-    exploratory results do not)."""
+    ``family``: whether the verdict belongs to its chapter's family of its ``run``
+    (replications and exploratory results do not)."""
+    if run not in RUNS:
+        raise ValueError(f"run must be one of {RUNS}, got {run!r}")
     if v1 is None:
         v1 = Verdict(**{**v.__dict__, "word": v1_word(v.low, v.high, v.effect, v.threshold)})
         v1_text = v1.text(**fmt)
@@ -141,7 +156,7 @@ def _item(chapter: str, setting: str, v: Verdict | LadderVerdict, fmt: dict,
     word2, p2 = v2_judgement(v)
     text3 = v.text(**fmt)
     head = "exploratory, " if v.exploratory else ""
-    return {"chapter": chapter, "claim_id": v.claim_id, "setting": setting,
+    return {"chapter": chapter, "run": run, "claim_id": v.claim_id, "setting": setting,
             "family": family and not v.exploratory, "exploratory": v.exploratory,
             "v1": v1.word, "v1_text": v1_text,
             "v2": word2, "v2_text": head + word2 + text3[len(head) + len(v.word):],
@@ -155,10 +170,13 @@ def _ladder_v1(points_a, points_b, threshold: float, base: float) -> Verdict:
                       threshold)
 
 
-def rejudge_evidence(doc: dict, side: dict, live: dict | None = None) -> list[dict]:
+def rejudge_evidence(doc: dict, side: dict, live: dict | None = None,
+                     run: str = "earlier") -> list[dict]:
     """Every verdict the evidence chapter prints: the 32 rows of its table (the family),
-    then the exploratory ones (BN against LN in speed, the recalibrated BN when ``live``
-    is given, the batch-256 validation split and the per-digit breakdown)."""
+    then, for the earlier run, the exploratory ones (BN against LN in speed, the
+    recalibrated BN when ``live`` is given, the batch-256 validation split and the per-digit
+    breakdown). ``run="confirmatory"``: ``doc`` and ``side`` are the confirmatory files; the
+    32 rows only."""
     from layernorm_tutorial.lab.evidence import analysis, side_experiments
     from layernorm_tutorial.lab.evidence.results import find_runs
 
@@ -172,15 +190,18 @@ def rejudge_evidence(doc: dict, side: dict, live: dict | None = None) -> list[di
             field = "largest_good" if "largest" in r["setting"] else "failure"
             a, b = (analysis.rate_range(doc, exp, n) for n in (norm, "none"))
             old = _ladder_v1(getattr(a, field), getattr(b, field), v.threshold, 2)
-            out.append(_item("evidence", setting, v, _LADDER, v1=old))
+            out.append(_item("evidence", setting, v, _LADDER, v1=old, run=run))
             continue
         steps = "steps" in r["setting"]
         out.append(_item("evidence", setting, v,
-                         {"digits": 0, "unit": " steps"} if steps else _PTS))
+                         {"digits": 0, "unit": " steps"} if steps else _PTS, run=run))
     init = side_experiments.init_scale_result(side)
     combo = side_experiments.combination_result(side)
     for r in analysis.side_verdict_rows(init, combo):
-        out.append(_item("evidence", f"{r['claim']}: {r['setting']}", r["verdict"], _PTS))
+        out.append(_item("evidence", f"{r['claim']}: {r['setting']}", r["verdict"], _PTS,
+                         run=run))
+    if run == "confirmatory":
+        return out
     for exp, name in (("mlp_batch_size", "MLP"), ("cnn", "CNN")):
         budget = find_runs(doc, exp, "ln", 32)[0]["steps"]
         a, b = analysis.paired_values(doc, exp, "bn", "ln", 32, "steps_to_90")
@@ -203,13 +224,14 @@ def rejudge_evidence(doc: dict, side: dict, live: dict | None = None) -> list[di
     return out
 
 
-def rejudge_principles(doc: dict, replication: dict | None = None) -> list[dict]:
+def rejudge_principles(doc: dict, replication: dict | None = None,
+                       run: str = "earlier") -> list[dict]:
     """The principles chapter's one verdict, and its replication on a second path."""
     from layernorm_tutorial.lab.principles import ln_vs_he
 
     v = ln_vs_he.verdict_from_document(doc)
     first, second = doc["arms"]
-    out = [_item("principles", f"{first} vs {second}", v, _PTS)]
+    out = [_item("principles", f"{first} vs {second}", v, _PTS, run=run)]
     if replication is not None:
         rep = ln_vs_he.replication_from_documents(doc, replication)
         out.append(_item("principles", f"{first} vs {second}, path {rep.path}",
@@ -217,7 +239,7 @@ def rejudge_principles(doc: dict, replication: dict | None = None) -> list[dict]
     return out
 
 
-def rejudge_rnn(doc: dict, paths_doc: dict | None = None) -> list[dict]:
+def rejudge_rnn(doc: dict, paths_doc: dict | None = None, run: str = "earlier") -> list[dict]:
     """The 24 verdicts of the RNN race (4 comparisons x 6 epochs), then the replicated
     verdicts (epochs 1 and 6) on the second path."""
     from layernorm_tutorial.lab.rnn import paths, race
@@ -225,7 +247,7 @@ def rejudge_rnn(doc: dict, paths_doc: dict | None = None) -> list[dict]:
     out = []
     for epoch in range(1, race.doc_epochs(doc) + 1):
         for (a, b), v in race.verdicts(doc, epoch).items():
-            out.append(_item("rnn", f"{a} beats {b}, epoch {epoch}", v, _PTS))
+            out.append(_item("rnn", f"{a} beats {b}, epoch {epoch}", v, _PTS, run=run))
     if paths_doc is not None:
         for r in paths.replication_table(doc, paths_doc):
             a, b = r["pair"]
@@ -234,12 +256,14 @@ def rejudge_rnn(doc: dict, paths_doc: dict | None = None) -> list[dict]:
     return out
 
 
-def rejudge_residual(doc: dict, paths_doc: dict | None = None) -> list[dict]:
+def rejudge_residual(doc: dict, paths_doc: dict | None = None,
+                     run: str = "earlier") -> list[dict]:
     """The 9 verdicts of the residual chapter (6 schedules, 3 depths), then their
     replications on the second path."""
     from layernorm_tutorial.lab.residual import paths, sweep
 
-    out = [_item("residual", label, v, _NATS) for label, v in sweep.all_verdicts(doc).items()]
+    out = [_item("residual", label, v, _NATS, run=run)
+           for label, v in sweep.all_verdicts(doc).items()]
     if paths_doc is not None:
         out += [_item("residual", f"{r['label']}, second path", r["replicated"], _NATS,
                       family=False) for r in paths.replication_table(doc, paths_doc)]
@@ -265,16 +289,7 @@ def rejudge_large_models(doc: dict) -> list[dict]:
         v = claims.judge("large_models.time", ratio, np.ones_like(ratio), setting=who)
         out.append(_item("large_models", f"{who} rms_norm faster than layer_norm (relative)",
                          v, {"digits": 2}))
-    def ladder(sweep, claim_id, arm, setting, family=True):
-        floor = sweep.lrs[0] / math.sqrt(10)
-
-        def last_stable(a):   # the first rule's point values: the last rung that trained
-            return [lo if lo > 0 else floor for lo, _ in sweep.bounds(a)]
-
-        v = sweep.judge(claim_id, arm)
-        old = _ladder_v1(last_stable(arm), last_stable("none"), v.threshold, 10)
-        return _item("large_models", setting, v, _LADDER, v1=old, family=family)
-
+    ladder = _qk_ladder_item
     sweep = summarize_sweep(doc["qk_norm"])
     for claim_id, arm in (("large_models.qk-norm", "rmsnorm"),
                           ("large_models.logit-tools", "softcap"),
@@ -297,16 +312,72 @@ def rejudge_large_models(doc: dict) -> list[dict]:
     return out
 
 
-def with_marks(items: list[dict]) -> list[dict]:
+def _qk_ladder_item(sweep, claim_id: str, arm: str, setting: str, family: bool = True,
+                    run: str = "earlier") -> dict:
+    """A QK-norm or logit-tool ladder verdict of ``sweep`` (``summarize_sweep``) as an item,
+    with the first rule's t verdict on the last rung that trained."""
+    floor = sweep.lrs[0] / math.sqrt(10)
+
+    def last_stable(a):   # the first rule's point values: the last rung that trained
+        return [lo if lo > 0 else floor for lo, _ in sweep.bounds(a)]
+
+    v = sweep.judge(claim_id, arm)
+    old = _ladder_v1(last_stable(arm), last_stable("none"), v.threshold, 10)
+    return _item("large_models", setting, v, _LADDER, v1=old, family=family, run=run)
+
+
+def rejudge_large_models_confirmatory(conf: dict, qk_conf: dict) -> list[dict]:
+    """The 8 large-models verdicts with a confirmatory run, judged on it as the chapter does
+    (``conf``: ``large_models_confirmatory.json``, ``qk_conf``:
+    ``large_models_qk_confirmatory.json``), with the earlier items' labels."""
+    from layernorm_tutorial.lab.large_models import page
+    from layernorm_tutorial.lab.large_models.sweep import summarize_sweep
+
+    run = "confirmatory"
+    out = [_item("large_models", f"{arm} vs layernorm", v, _PTS, run=run)
+           for arm, v in page.norm_verdicts(conf["comparisons"]["main"]).items()]
+    alpha = {a: np.array(x) for a, x in conf["comparisons"]["alpha"]["accuracy"].items()}
+    out += [_item("large_models", f"alpha_init 0.5 vs {a}",
+                  claims.judge("large_models.dyt-alpha", alpha["0.5"], alpha[a],
+                               setting=f"vs {a}"), _PTS, run=run)
+            for a in alpha if a != "0.5"]
+    out += [_item("large_models", f"DeepNorm: {key}", v, _PTS, run=run)
+            for key, v in page.deepnorm_verdicts(conf["deepnorm"]).items()]
+    out.append(_qk_ladder_item(summarize_sweep(qk_conf["qk_norm"]), "large_models.qk-norm",
+                               "rmsnorm", "rmsnorm vs none (largest stable rate)", run=run))
+    return out
+
+
+def large_models_others(doc: dict) -> list:
+    """The large-models verdicts without a confirmatory run (timing, torch and package; the
+    three logit tools), judged on the stored results: they count in the chapter's family
+    next to the confirmatory verdicts."""
+    from layernorm_tutorial.lab.large_models import page
+    from layernorm_tutorial.lab.large_models.sweep import summarize_sweep
+
+    sweep = summarize_sweep(doc["qk_norm"])
+    return [*page.speed_verdicts(doc["timing"]).values(),
+            *(sweep.judge("large_models.logit-tools", arm)
+              for arm in ("softcap", "zloss", "qkclip"))]
+
+
+def with_marks(items: list[dict], others: dict | None = None) -> list[dict]:
     """``v2_mark`` (Holm, version 2) and ``v3_mark`` (Bonferroni, version 3) added to every
-    item: its word survives the correction over its chapter's family (items outside the
-    family: ``False``)."""
+    item: its word survives the correction over its chapter's family of its run (items
+    outside the family: ``False``). ``others``: ``{(chapter, run): [verdicts]}`` that count
+    in that family without being items (the large-models verdicts without a confirmatory
+    run, which its confirmatory family includes)."""
+    others = others or {}
     marks: dict[int, tuple[bool, bool]] = {}
-    for chapter in dict.fromkeys(i["chapter"] for i in items):
-        group = [k for k, i in enumerate(items) if i["chapter"] == chapter and i["family"]]
-        holm2 = holm_adjusted([items[k]["v2_p"] for k in group])
-        marks3 = family_marks([items[k]["_verdict"] for k in group])
-        for k, adj, m3 in zip(group, holm2, marks3, strict=True):
+    groups = dict.fromkeys((i["chapter"], i.get("run", "earlier")) for i in items)
+    for key in groups:
+        group = [k for k, i in enumerate(items)
+                 if (i["chapter"], i.get("run", "earlier")) == key and i["family"]]
+        extra = list(others.get(key, ()))
+        holm2 = holm_adjusted([items[k]["v2_p"] for k in group]
+                              + [v2_judgement(v)[1] for v in extra])
+        marks3 = family_marks([items[k]["_verdict"] for k in group] + extra)
+        for k, adj, m3 in zip(group, holm2, marks3, strict=False):
             marks[k] = (items[k]["v2"] != NOT_SHOWN and adj <= 0.05, m3)
     out = []
     for k, i in enumerate(items):
@@ -323,22 +394,36 @@ def _load(name: str) -> dict:
 
 def rejudge_all() -> list[dict]:
     """Every stored verdict of the book under the three rules, with the marks of v2 and v3
-    (see the module docstring)."""
+    (see the module docstring): the earlier runs' items, then the confirmatory runs'."""
     from layernorm_tutorial.lab.evidence import live_checks, results, side_experiments
 
-    return with_marks(
-        rejudge_evidence(results.load_results(), side_experiments.load_side_results(),
-                         live_checks.load_live_checks())
-        + rejudge_principles(_load("principles_ln_vs_he.json"),
-                             _load("principles_ln_vs_he_replication.json"))
-        + rejudge_rnn(_load("rnn_race.json"), _load("rnn_paths.json"))
-        + rejudge_residual(_load("residual_runs.json"), _load("residual_paths.json"))
-        + rejudge_large_models(_load("large_models_results.json")))
+    large = _load("large_models_results.json")
+    earlier = (rejudge_evidence(results.load_results(), side_experiments.load_side_results(),
+                                live_checks.load_live_checks())
+               + rejudge_principles(_load("principles_ln_vs_he.json"),
+                                    _load("principles_ln_vs_he_replication.json"))
+               + rejudge_rnn(_load("rnn_race.json"), _load("rnn_paths.json"))
+               + rejudge_residual(_load("residual_runs.json"), _load("residual_paths.json"))
+               + rejudge_large_models(large))
+    run = "confirmatory"
+    confirmatory = (
+        rejudge_evidence(_load("evidence_confirmatory.json"),
+                         _load("evidence_side_confirmatory.json"), run=run)
+        + rejudge_principles(_load("principles_ln_vs_he_confirmatory.json"), run=run)
+        + rejudge_rnn(_load("rnn_race_confirmatory.json"), run=run)
+        + rejudge_residual(_load("residual_runs_confirmatory.json"), run=run)
+        + rejudge_large_models_confirmatory(_load("large_models_confirmatory.json"),
+                                            _load("large_models_qk_confirmatory.json")))
+    return with_marks(earlier + confirmatory,
+                      others={("large_models", run): large_models_others(large)})
 
 
-def changed(items: list[dict], old: str = "v2", new: str = "v3") -> list[dict]:
-    """The items whose word differs between the versions ``old`` and ``new``."""
-    return [i for i in items if i[old] != i[new]]
+def changed(items: list[dict], old: str = "v2", new: str = "v3",
+            run: str | None = None) -> list[dict]:
+    """The items whose word differs between the versions ``old`` and ``new`` (``run``: only
+    the items of that run)."""
+    return [i for i in items if i[old] != i[new]
+            and (run is None or i.get("run", "earlier") == run)]
 
 
 def load_rejudged(path=COMMITTED_PATH) -> list[dict]:
@@ -352,30 +437,34 @@ def _mark(item: dict, version: str) -> str:
 
 
 def changed_table(items: list[dict], old: str = "v2", new: str = "v3", width: int = 80,
-                  chapters=None) -> str:
-    """The words that differ between two versions, one entry per verdict (chapter, setting,
-    old word with its mark, new word with its mark and interval), wrapped to ``width``
-    columns; ``chapters``: only those."""
+                  chapters=None, run: str | None = None) -> str:
+    """The words that differ between two versions, one entry per verdict (chapter, run when
+    confirmatory, setting, old word with its mark, new word with its mark and interval),
+    wrapped to ``width`` columns; ``chapters``: only those; ``run``: only that run."""
     lines = []
-    for i in changed(items, old, new):
+    for i in changed(items, old, new, run):
         if chapters is not None and i["chapter"] not in chapters:
             continue
         where = "" if i["family"] else " [outside the family]"
-        lines += textwrap.wrap(f"{i['chapter']}: {i['setting']}{where}", width)
+        head = (f"{i['chapter']}, confirmatory" if i.get("run") == "confirmatory"
+                else i["chapter"])
+        lines += textwrap.wrap(f"{head}: {i['setting']}{where}", width)
         lines += textwrap.wrap(f"{_mark(i, old)}{i[old]} -> {_mark(i, new)}{i[new + '_text']}",
                                width, initial_indent="    ", subsequent_indent="      ")
     return "\n".join(lines)
 
 
 def count_table(items: list[dict]) -> str:
-    """Per chapter: verdicts (in the family), words that change from v1 to v2 and from v2 to
-    v3, and the marked words under v2 (Holm) and v3 (Bonferroni)."""
-    rows = [f"{'chapter':<13}{'verdicts':>9}{'family':>8}{'v1->v2':>8}{'v2->v3':>8}"
+    """Per chapter and run: verdicts (in the family), words that change from v1 to v2 and
+    from v2 to v3, and the marked words under v2 (Holm) and v3 (Bonferroni)."""
+    rows = [f"{'chapter':<13}{'run':<9}{'verdicts':>8}{'family':>7}{'v1->v2':>8}{'v2->v3':>8}"
             f"{'marked v2':>11}{'marked v3':>11}"]
-    for chapter in dict.fromkeys(i["chapter"] for i in items):
-        group = [i for i in items if i["chapter"] == chapter]
+    for chapter, run in dict.fromkeys((i["chapter"], i.get("run", "earlier")) for i in items):
+        group = [i for i in items
+                 if i["chapter"] == chapter and i.get("run", "earlier") == run]
         fam = [i for i in group if i["family"]]
-        rows.append(f"{chapter:<13}{len(group):>9}{len(fam):>8}"
+        short = "confirm." if run == "confirmatory" else run
+        rows.append(f"{chapter:<13}{short:<9}{len(group):>8}{len(fam):>7}"
                     f"{sum(i['v1'] != i['v2'] for i in group):>8}"
                     f"{sum(i['v2'] != i['v3'] for i in group):>8}"
                     f"{sum(i['v2_mark'] for i in fam):>11}{sum(i['v3_mark'] for i in fam):>11}")
