@@ -482,8 +482,9 @@ DISCLOSURES: tuple[str, ...] = (
     "were committed with the results (at a 2-point threshold 'DeepNorm beats post-LN with "
     "warm-up' would have held there). Every large_models claim was registered in the claims "
     "registry before the re-run of 2026-11-26 that the chapter now shows, but that re-run "
-    "repeats seeds already seen (DeepNorm's nearly identically); only the logit-tool ladder "
-    "was registered before its first run. Confirmatory runs on fresh seeds were registered "
+    "repeats seeds already seen (DeepNorm's nearly identically); the logit-tool ladder "
+    "was registered before the commit of its first run (d933117), not demonstrably before "
+    "the runs. Confirmatory runs on fresh seeds were registered "
     "on 2026-11-28 for the norms, DyT-alpha and DeepNorm claims (seeds 101-105, 6001863) "
     "and the QK-norm ladder (seeds 101-108, bdd19ed); the timing claim has none.",
 )
