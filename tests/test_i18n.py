@@ -97,7 +97,7 @@ def test_chinese_titles_are_the_headings(po):
     the bold line the English question."""
     rows = {e.msgid: e.msgstr for e in catalogs.entries(po)}
     pairs = catalogs.interview_title_pairs(list(rows))
-    if po.stem.startswith("interview"):
+    if po.stem.startswith("interview") and po.stem != "interview_index":  # no cards there
         assert len(pairs) >= 10, f"{_name(po)}: only {len(pairs)} headings with a Chinese title"
     problems = []
     for heading, title in pairs:
@@ -139,8 +139,10 @@ def _shown(text: str) -> str:
     """What a reader sees of a message, for the term check: titled roles give their shown
     text, other roles, inline code and math are dropped."""
     def role(match):
-        if match.group("name") in catalogs.TITLED_ROLES:
-            return " " + catalogs.TARGET_IN_ANGLES.sub("", match.group("content")) + " "
+        content = match.group("content")
+        if match.group("name") in catalogs.TITLED_ROLES and catalogs.TARGET_IN_ANGLES.search(
+                content):  # {ref}`title <target>` shows its title; {ref}`target`, the target's
+            return " " + catalogs.TARGET_IN_ANGLES.sub("", content) + " "
         return " "
     text = catalogs.ROLE.sub(role, text)
     for pattern in (catalogs.CODE, catalogs.DISPLAY_MATH, catalogs.INLINE_MATH, catalogs.URL):
@@ -223,6 +225,8 @@ def test_term_check_catches_a_variant_and_passes_the_house_term():
     assert term_problems(msgid, good.replace("前置 LN 块", "**前置 LN**（Pre-LN）块")) == []
     # a term only in the target of a role, in math or in code does not count
     assert term_problems("See {ref}`the figure <fig-epoch>` and `n_epochs`.", "见图。") == []
+    # a bare label is no shown text: {ref}`iq-qk-norm` shows the card's own (translated) title
+    assert term_problems("Answer: {ref}`iq-qk-norm`.", "答案：{ref}`iq-qk-norm`。") == []
     # the glossary's headwords name the alternatives on purpose
     assert term_problems("Memory-bound", "Memory-bound（访存受限，又称带宽受限）") == []
 
@@ -233,6 +237,12 @@ def test_interview_headings_show_the_house_terms():
     assert heading == "前置 LN 与后置 LN 有何区别？批量大小为 1 时呢？"
     assert title == "*Pre-LN versus Post-LN?*"
     assert catalogs.swapped_titles("x", "**Pre-LN？**", house=False)[0] == "Pre-LN？"
+    # review findings 4 and 19: BN is folded (折叠), not fused; no 。 ending a heading
+    folded = catalogs.swapped_titles("Why fold?", "**为什么 BN 可以融合进前面的卷积层？**")
+    assert folded[0] == "为什么 BN 可以折叠进前面的卷积层？"
+    assert catalogs.swapped_titles("Derive it.", "**推导 LayerNorm 的反向传播。**")[0] == \
+        "推导 LayerNorm 的反向传播"
+    assert catalogs.swapped_titles("x", "**融合算子节省了什么？**")[0] == "融合算子节省了什么？"
 
 
 def test_ambiguity_check_flags_n_times_and_lets_plain_multiples_pass():
@@ -443,6 +453,126 @@ def test_every_table_cell_is_a_message_even_inside_a_dropdown(extracted):
     assert not problems, _report(problems)
 
 
+def _exercise_titles_by_page() -> dict[str, list[str]]:
+    """page name -> the titles of its ``{exercise}`` directives (every page of book/)."""
+    pages = {}
+    for page in sorted((ROOT / "book").glob("*.ipynb")):
+        cells = json.loads(page.read_text(encoding="utf8"))["cells"]
+        titles = [t for c in cells if c["cell_type"] == "markdown"
+                  for t in catalogs.exercise_titles("".join(c["source"]))]
+        if titles:
+            pages[page.stem] = titles
+    return pages
+
+
+EXERCISE_TITLES = _exercise_titles_by_page()
+
+
+def test_exercise_titles_are_extracted_as_messages(extracted):
+    """Each ``{exercise}`` title is a message of its page, as it is written (not glued to
+    sphinx-exercise's "Exercise", which its own catalog translates)."""
+    assert sum(len(t) for t in EXERCISE_TITLES.values()) >= 30
+    problems = []
+    for page, titles in EXERCISE_TITLES.items():
+        messages = catalogs.message_ids(extracted / "book" / f"{page}.pot")
+        problems += [f"{page}: {t!r} is not extracted" for t in titles if t not in messages]
+        problems += [f"{page}: {m!r} is a message" for m in messages
+                     if m.startswith(("Exercise", "Solution to"))
+                     and not m.startswith("Exercises")]
+    assert not problems, _report(problems)
+
+
+def exercise_title_problems(title: str, translations: dict[str, str]) -> list[str]:
+    """Why the Chinese edition would show the exercise ``title`` (partly) in English: no
+    finished translation, none with Chinese in it, or one that keeps the English half of
+    a bilingual title ("English · 中文" shows the Chinese part alone)."""
+    chinese = translations.get(title, "")
+    if not chinese:
+        return [f"{title!r} has no translation"]
+    if chinese == title or not catalogs.CJK.search(chinese):
+        return [f"{title!r} is left in English ({chinese!r})"]
+    parts = catalogs.bilingual_parts(title)
+    if parts and parts[0] in chinese:
+        return [f"{title!r} keeps its English half in {chinese!r}"]
+    return []
+
+
+def test_the_exercise_title_check():
+    assert exercise_title_problems("Invariance, exactly", {}) == [
+        "'Invariance, exactly' has no translation"]
+    assert exercise_title_problems("Invariance", {"Invariance": "Invariance"})
+    assert exercise_title_problems("Do X · 做 X", {"Do X · 做 X": "Do X · 做 X"})
+    assert not exercise_title_problems("Do X · 做 X", {"Do X · 做 X": "做 X"})
+    assert not exercise_title_problems("Invariance", {"Invariance": "不变性"})
+
+
+def test_every_exercise_title_is_translated_in_its_catalog():
+    """Every exercise title (the HTML's "练习 2 (…)" and its solution's title) has a
+    finished Chinese message in its page's catalog."""
+    problems = []
+    for page, titles in EXERCISE_TITLES.items():
+        po = LOCALES / "zh_CN" / "LC_MESSAGES" / "book" / f"{page}.po"
+        translations = {e.msgid: e.msgstr for e in catalogs.entries(po)
+                        if e.msgstr and not e.fuzzy} if po.exists() else {}
+        problems += [f"{page}: {p}" for t in titles
+                     for p in exercise_title_problems(t, translations)]
+    assert not problems, _report(problems)
+
+
+SMALL_BOOK_PAGE = """# A page
+
+````{exercise} Implement the forward pass
+:label: ex-small-1
+
+Write it.
+````
+
+````{solution} ex-small-1
+:class: dropdown
+
+Like this.
+````
+"""
+
+
+def _sphinx(source: Path, builder: str, out: Path, *options: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", builder, "-q", "-D", "nb_execution_mode=off",
+         *options, str(source), str(out)],
+        cwd=source, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_a_translated_exercise_title_in_the_html_and_in_the_extraction(tmp_path):
+    """A small book with the book's extensions: gettext extracts the exercise's title
+    (not "ExerciseImplement ...", not the solution's label), and the Chinese HTML shows
+    the translated title in the exercise and in its solution."""
+    source = tmp_path / "src"
+    po = source / "locales" / "zh_CN" / "LC_MESSAGES" / "index.po"
+    po.parent.mkdir(parents=True)
+    (source / "conf.py").write_text(
+        'extensions = ["myst_nb", "sphinx_exercise", '
+        '"layernorm_tutorial.publishing.book_i18n.sphinx_ext"]\n'
+        'locale_dirs = ["locales"]\ngettext_compact = False\ngettext_location = False\n'
+        'exclude_patterns = ["_build", "locales"]\nhtml_theme = "basic"\n'
+        'suppress_warnings = ["config.theme"]\n', encoding="utf8")
+    (source / "index.md").write_text(SMALL_BOOK_PAGE, encoding="utf8")
+    po.write_text('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+                  'msgid "Implement the forward pass"\nmsgstr "实现前向传播"\n',
+                  encoding="utf8")
+    _sphinx(source, "gettext", tmp_path / "pot")
+    messages = catalogs.message_ids(tmp_path / "pot" / "index.pot")
+    assert "Implement the forward pass" in messages
+    assert not any(m.startswith(("Exercise", "Solution")) or "ex-small-1" in m
+                   for m in messages), messages
+    _sphinx(source, "html", tmp_path / "zh", "-D", "language=zh_CN")
+    html = (tmp_path / "zh" / "index.html").read_text(encoding="utf8")
+    titles = [re.sub(r"<[^>]+>|\s+", " ", t).strip()
+              for t in re.findall(r'class="admonition-title">(.*?)</p>', html, re.S)]
+    assert len(titles) == 2 and all("(实现前向传播)" in t for t in titles), titles
+    assert "Implement the forward pass" not in html
+
+
 # --------------------------------------------------------------------------------------
 # The helpers behind the checks
 # --------------------------------------------------------------------------------------
@@ -501,8 +631,12 @@ def test_glossary_aliases_are_free():
     assert GLOSSARY_INDEX["bn"].accepted_for("BN") == ()
     assert GLOSSARY_INDEX["running variance"].accepted_for("Running variance") == ()
     entry = catalogs.Entry("x", "Synchronized batch normalization reduces over devices.",
-                           "同步BN 在各设备间归约。", False)
+                           "同步批量归一化在各设备间归约。", False)
     assert catalogs.glossary_problems(entry, GLOSSARY_INDEX) == []
+    # review finding 6: the headword, not "同步BN（跨卡同步批量归一化）", in running text
+    sync = GLOSSARY_INDEX["syncbn"]
+    assert sync.accepted_for("Synchronized batch normalization") == ("同步批量归一化",)
+    assert sync.accepted_for("SyncBN") == ("同步 BN",)
 
 
 def test_glossary_check_catches_a_different_term():

@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from layernorm_tutorial.publishing.book_i18n import notebooks as zn
-from layernorm_tutorial.publishing.book_i18n.catalogs import markup_tokens
+from layernorm_tutorial.publishing.book_i18n.catalogs import (
+    CJK,
+    bilingual_parts,
+    exercise_titles,
+    markup_tokens,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(p for p in (ROOT / "book").iterdir()
@@ -130,3 +135,66 @@ def test_a_chinese_notebook_executes_and_passes_nbval(tmp_path):
          "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"), str(chapter)],
         capture_output=True, text=True, cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:]
+
+
+def test_a_solution_label_is_not_looked_up_or_counted_as_english():
+    # ``{solution} ex-a-1`` names its exercise; only the body is prose.
+    text = "````{solution} ex-a-1\n:class: dropdown\n\nBody.\n````\n"
+    tr = _translation(**{"Body.": "正文。"})
+    assert zn.translate_markdown(text, tr) == ("````{solution} ex-a-1\n:class: dropdown\n\n"
+                                               "正文。\n````\n")
+    assert tr.untranslated == set() and tr.used == {"Body."}
+
+
+def test_an_exercise_title_is_translated_and_a_missing_one_reported():
+    text = "````{exercise} Count the parameters\n:label: ex-a-1\n\nCount them.\n````\n"
+    tr = _translation(**{"Count the parameters": "数一数参数", "Count them.": "数一数。"})
+    assert zn.translate_markdown(text, tr).startswith("````{exercise} 数一数参数\n:label: ex-a-1\n")
+    missing = _translation(**{"Count them.": "数一数。"})
+    zn.translate_markdown(text, missing)
+    assert missing.untranslated == {"Count the parameters"}
+
+
+def _exercise_titles(notebook: dict) -> list[str]:
+    return [title for cell in notebook["cells"] if cell["cell_type"] == "markdown"
+            for title in exercise_titles(zn._cell_source(cell))]
+
+
+WITH_EXERCISES = [p for p in NOTEBOOKS if _exercise_titles(_as_notebook(p))]
+
+
+def english_left(english: str, chinese: str) -> str | None:
+    """Why the Chinese title ``chinese`` of the exercise titled ``english`` is (partly)
+    English, or None: unchanged, without a Chinese character, or keeping the English half
+    of a bilingual title ("English · 中文")."""
+    if chinese == english or not CJK.search(chinese):
+        return "left in English"
+    parts = bilingual_parts(english)
+    if parts and parts[0] in chinese:
+        return f"keeps the English half {parts[0]!r}"
+    return None
+
+
+def test_the_english_left_check():
+    assert english_left("Invariance, exactly", "Invariance, exactly")
+    assert english_left("Invariance, exactly", "Invariance") == "left in English"
+    assert english_left("Do X · 做 X", "Do X · 做 X")
+    assert english_left("Do X · 做 X", "做 X") is None
+    assert english_left("Invariance, exactly", "精确的不变性") is None
+
+
+def test_there_are_exercises_to_check():
+    assert len(WITH_EXERCISES) >= 9 and sum(
+        len(_exercise_titles(_as_notebook(p))) for p in WITH_EXERCISES) >= 30
+
+
+@pytest.mark.parametrize("page", WITH_EXERCISES, ids=lambda p: p.name)
+def test_every_exercise_title_is_chinese_in_the_generated_notebook(page):
+    english = _exercise_titles(_as_notebook(page))
+    text, translation = zn.translate_page(ROOT, page)
+    chinese = _exercise_titles(json.loads(text))
+    assert len(chinese) == len(english)
+    problems = [f"{en!r}: {why}" for en, zh in zip(english, chinese, strict=True)
+                if (why := english_left(en, zh))]
+    assert not problems, f"{page.name}: exercise titles not in Chinese: {problems}"
+    assert not set(english) & translation.untranslated

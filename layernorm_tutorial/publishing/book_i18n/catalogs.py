@@ -221,15 +221,20 @@ TITLE_TERMS = (
     ("批大小", "批量大小"),
     ("新批次", "新批量"),
     ("DyT（Dynamic Tanh）", "DyT（动态双曲正切）"),
+    # BN folded into a convolution is 折叠 (folding); 融合 is kernel fusion (融合算子).
+    ("融合进前面的卷积层", "折叠进前面的卷积层"),
+    (" Dropout ", " dropout "),
 )
 
 
 def house_terms(title: str) -> str:
     """``title`` with :data:`TITLE_TERMS` applied (no space left between a Chinese
-    character and 前置/后置)."""
+    character and 前置/后置), without a final 。 (a heading ends without one; a
+    question keeps its ？)."""
     for old, new in TITLE_TERMS:
         title = title.replace(old, new)
-    return re.sub(r"([\u3400-\u9fff]) (前置|后置) LN", r"\1\2 LN", title)
+    title = re.sub(r"([\u3400-\u9fff]) (前置|后置) LN", r"\1\2 LN", title)
+    return re.sub(r"。+$", "", title)
 
 
 def swapped_titles(heading: str, title: str, house: bool = True) -> tuple[str, str]:
