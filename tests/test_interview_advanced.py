@@ -1,5 +1,6 @@
 """The proofs of the interview's part 2 that need their own code (lab/interview)."""
 
+import functools
 import math
 
 import pytest
@@ -257,3 +258,172 @@ def test_softmax_routers_mixtral_renormalizes_the_top_k_qwen_moe_by_default_not(
     # with all experts chosen, the softmax over all of them sums to 1 as well
     full = tm.softmax_routers(seed=3, tokens=6, experts=4, top_k=4)
     assert torch.allclose(full["Qwen2-MoE"], torch.ones(6), atol=1e-6)
+
+
+# --- issue 41 item 2: the extensions of part 2's cards ------------------------------------
+
+def test_decay_rules_disagree_on_custom_norms_and_residual_gains():
+    from layernorm_tutorial.lab.interview import decay_selection as ds
+
+    model = ds.GainModel()
+    sets = ds.no_decay_sets(model)
+    gains = {"ln_1.weight", "resweight", "layer_scale"}
+    assert gains <= sets["ndim < 2 (nanoGPT)"]
+    assert "wte.weight" not in sets["ndim < 2 (nanoGPT)"]          # nanoGPT decays embeddings
+    assert not gains & sets["type nn.LayerNorm + bias"]           # the custom class is missed
+    assert {"ln_f.weight", "ln_f.bias", "branch.bias"} <= sets["type nn.LayerNorm + bias"]
+    assert "neither" in sets["whitelist (minGPT)"]                 # minGPT refuses the model
+    assert not gains & sets["transformers Trainer"]               # 'ln_1' matches no pattern
+
+
+def test_whitelist_rule_exempts_embeddings_on_a_model_it_knows():
+    from layernorm_tutorial.lab.interview import decay_selection as ds
+
+    model = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.LayerNorm(4),
+                                torch.nn.Linear(4, 3))
+    assert ds.by_whitelist(model) == {"0.weight", "1.weight", "1.bias", "2.bias"}
+    assert "0.weight" not in ds.by_dimension(model)
+    with pytest.raises(TypeError, match="model"):
+        ds.by_dimension("not a model")
+
+
+def test_transformers_trainer_rule_matches_norm_names():
+    from layernorm_tutorial.lab.interview import decay_selection as ds
+
+    class Named(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.input_layernorm = ds.CustomRMSNorm(4)
+            self.proj = torch.nn.Linear(4, 4)
+
+    assert ds.by_transformers_trainer(Named()) == {"input_layernorm.weight", "proj.bias"}
+
+
+def test_geometry_layer_norm_projects_and_rescales_rms_norm_only_rescales():
+    from layernorm_tutorial.lab.interview import norm_geometry as ng
+
+    x = torch.randn(6, 8, dtype=F64, generator=torch.Generator().manual_seed(0)) * 2 + 1
+    ln = ng.geometry(LF.layer_norm(x, (8,), eps=0.0))
+    rms = ng.geometry(LF.rms_norm(x, (8,), eps=0.0))
+    assert ln["cos_with_ones"] < 1e-12 and ln["off_sphere"] < 1e-12
+    assert rms["off_sphere"] < 1e-12 and rms["cos_with_ones"] > 0.1
+    with pytest.raises(ValueError, match="H >= 2"):
+        ng.geometry(torch.ones(3, 1))
+
+
+def test_mean_only_bn_keeps_shift_invariance_scale_only_bn_keeps_scale_invariance():
+    from layernorm_tutorial.lab.interview import norm_geometry as ng
+
+    x = torch.randn(32, 4, dtype=F64, generator=torch.Generator().manual_seed(1)) + 1
+    mean_only = ng.invariances(ng.mean_only_batch_norm, x)
+    scale_only = ng.invariances(ng.scale_only_batch_norm, x)
+    assert mean_only["shift"] < 1e-12 < 0.1 < mean_only["scale"]
+    assert scale_only["scale"] < 1e-12 < 0.1 < scale_only["shift"]
+    with pytest.raises(ValueError, match="N >= 2"):
+        ng.mean_only_batch_norm(torch.ones(1, 3))
+
+
+def test_rms_norm_backward_needs_only_the_saved_rstd():
+    from layernorm_tutorial.lab.interview import saved_memory
+
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(5, 12, dtype=F64, generator=g).requires_grad_()
+    gamma = (torch.rand(12, dtype=F64, generator=g) + 0.5).requires_grad_()
+    dy = torch.randn(5, 12, dtype=F64, generator=g)
+    for eps in (1e-6, 0.5):
+        y = LF.rms_norm(x, (12,), gamma, eps=eps)
+        dx_ref, dg_ref = torch.autograd.grad(y, (x, gamma), dy)
+        rstd = torch.rsqrt(x.detach().pow(2).mean(-1, keepdim=True) + eps)
+        dx, dg = saved_memory.rms_norm_backward_from_rstd(dy, x.detach(), gamma.detach(), rstd)
+        assert torch.allclose(dx, dx_ref, atol=1e-13) and torch.allclose(dg, dg_ref, atol=1e-13)
+    with pytest.raises(ValueError, match="rstd"):
+        saved_memory.rms_norm_backward_from_rstd(dy, x.detach(), gamma.detach(), rstd[:, 0])
+
+
+def test_grouped_partial_sums_equal_the_column_sum_for_any_group_count():
+    from layernorm_tutorial.lab.interview import saved_memory
+
+    v = torch.randn(64, 10, dtype=F64, generator=torch.Generator().manual_seed(3))
+    for groups in (1, 7, 64, 100):
+        partials, total = saved_memory.grouped_partial_sums(v, groups)
+        assert partials.shape == (min(groups, 64), 10)
+        assert torch.allclose(total, v.sum(0), atol=1e-12)
+    assert [saved_memory.triton_tutorial_group_size(n) for n in (512, 4096, 8192, 16384)] \
+        == [256, 128, 96, 64]
+    with pytest.raises(ValueError, match="groups"):
+        saved_memory.grouped_partial_sums(v, 0)
+
+
+def test_engine_residual_threading_computes_the_pre_ln_stack():
+    from layernorm_tutorial.lab.interview import fusion
+
+    g = torch.Generator().manual_seed(4)
+    mats = [torch.randn(8, 8, dtype=F64, generator=g) for _ in range(3)]
+    branches = [functools.partial(lambda h, w: torch.tanh(h @ w.T), w=m) for m in mats]
+    weights = [torch.rand(8, dtype=F64, generator=g) + 0.5 for _ in range(4)]
+    x = torch.randn(3, 8, dtype=F64, generator=g)
+    plain, plain_ops = fusion.pre_norm_stack(x, branches, weights)
+    fused, fused_ops = fusion.pre_norm_stack(x, branches, weights, fused=True)
+    assert torch.allclose(plain, fused, atol=1e-12) and fused_ops < plain_ops
+    out, residual = fusion.fused_add_rms_norm(x, 2 * x, weights[0])
+    assert torch.equal(residual, 3 * x)
+    with pytest.raises(ValueError, match="weight"):
+        fusion.pre_norm_stack(x, branches, weights[:2])
+
+
+def test_post_add_pre_norm_matches_gemma3_norm_modules():
+    from layernorm_tutorial.lab.interview import fusion, traced_models
+
+    norms = traced_models.gemma3_boundary_norms()
+    g = torch.Generator().manual_seed(5)
+    branch, residual = (torch.randn(3, 16, dtype=F64, generator=g) for _ in range(2))
+    with torch.no_grad():
+        h = residual + norms["post"](branch)
+        expected = norms["pre"](h)
+        out, new_residual = fusion.post_add_pre_norm(branch, residual, norms["post"].weight,
+                                                     norms["pre"].weight, norms["eps"])
+    # Gemma3RMSNorm computes in float32: agreement to float32 round-off
+    assert (out - expected).abs().max() < 1e-5 and (new_residual - h).abs().max() < 1e-5
+
+
+def test_channels_first_layer_norm_two_ways():
+    from layernorm_tutorial.lab.interview import fusion
+
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 4, 3, 5, dtype=F64, generator=g)
+    w, b = torch.rand(4, dtype=F64, generator=g), torch.randn(4, dtype=F64, generator=g)
+    a = fusion.channels_first_layer_norm(x, w, b)
+    assert torch.allclose(a, fusion.permuted_layer_norm(x, w, b), atol=1e-12)
+    normalized = (a - b[:, None, None]) / w[:, None, None]   # each position over its C
+    assert normalized.mean(1).abs().max() < 1e-12
+    assert fusion.aten_ops(fusion.permuted_layer_norm, x, w, b).count("native_layer_norm") == 1
+    assert len(fusion.aten_ops(fusion.channels_first_layer_norm, x, w, b)) > 5
+    with pytest.raises(ValueError, match="N, C, H, W"):
+        fusion.channels_first_layer_norm(x[0], w, b)
+
+
+def test_zero_initialized_layers_get_gradient_and_block_parameters_wait():
+    from layernorm_tutorial.lab.interview import adaln
+
+    g = torch.Generator().manual_seed(7)
+    zero = adaln.zero_linear_gradients(torch.randn(4, 6, dtype=F64, generator=g),
+                                       torch.randn(4, 3, dtype=F64, generator=g), 3)
+    assert zero["output"] == 0 and zero["input_grad"] == 0 and zero["weight_grad"] > 0
+    torch.manual_seed(8)
+    block = adaln.AdaLNZeroBlock(8, cond_dim=4).double()
+    grads = adaln.first_step_gradients(
+        block, torch.randn(2, 3, 8, dtype=F64, generator=g),
+        torch.randn(2, 4, dtype=F64, generator=g), torch.randn(2, 3, 8, dtype=F64, generator=g))
+    assert grads["modulation.weight"] > 0
+    assert all(v == 0 for k, v in grads.items() if k.startswith("branch"))
+
+
+def test_scaled_cosine_logits_are_bounded_by_one_over_tau_min():
+    g = torch.Generator().manual_seed(9)
+    q, k = (1e3 * torch.randn(2, 5, 8, dtype=F64, generator=g) for _ in range(2))
+    z = logit_stability.scaled_cosine_logits(q, k, torch.full((2, 1, 1), 20.0, dtype=F64))
+    assert z.abs().max() <= 100 + 1e-9 and z.abs().max() > 50
+    small = logit_stability.scaled_cosine_logits(q, k, torch.zeros(2, 1, 1, dtype=F64))
+    assert small.abs().max() <= 1 + 1e-12
+    with pytest.raises(ValueError, match="tau_min"):
+        logit_stability.scaled_cosine_logits(q, k, torch.zeros(1), tau_min=0)

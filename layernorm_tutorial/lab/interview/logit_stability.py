@@ -9,7 +9,10 @@ maps a query to :math:`\hat q = \gamma_q\odot\sqrt{d_h}\,q/\lVert q\rVert`, so
           \lVert\sqrt{d_h}\,v\rVert}{\sqrt{d_h}} = \max_i|\gamma_{q,i}\gamma_{k,i}|\sqrt{d_h}
 
 (:math:`u, v` unit vectors), attained when q and k point along the coordinate of the largest
-gain product. Soft-capping (Gemma 2) replaces a logit :math:`z` by :math:`c\tanh(z/c)`,
+gain product. Swin Transformer V2's scaled cosine attention (:func:`scaled_cosine_logits`)
+uses :math:`\cos(q, k)/\tau` with a learned :math:`\tau \ge 0.01` per head, so
+:math:`|z| \le 100` whatever the weights. Soft-capping (Gemma 2) replaces a logit
+:math:`z` by :math:`c\tanh(z/c)`,
 bounded by :math:`c`. z-loss (PaLM) adds :math:`\lambda(\log Z)^2` with
 :math:`Z = \sum_j e^{z_j}`, whose gradient :math:`2\lambda\log Z\,\mathrm{softmax}(z)` pulls
 :math:`\log Z` to 0. QK-Clip (Kimi K2) rescales :math:`W_q, W_k` of a head by
@@ -24,7 +27,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["qk_normed_logit", "qk_norm_logit_bound", "old_qk_norm_bound", "soft_cap",
-           "z_loss", "z_loss_gradient", "qk_clip", "stored_qk_gain_growth"]
+           "z_loss", "z_loss_gradient", "qk_clip", "stored_qk_gain_growth",
+           "scaled_cosine_logits"]
 
 
 def _rms_normalize(v: Tensor, gamma: Tensor) -> Tensor:
@@ -93,3 +97,16 @@ def stored_qk_gain_growth(qk: dict, head_dim: int, arm: str = "rmsnorm") -> dict
                    "min_gain_product": min(final) / math.sqrt(head_dim),
                    "max_gain_product": max(final) / math.sqrt(head_dim)}
     return out
+
+
+def scaled_cosine_logits(q: Tensor, k: Tensor, log_inv_tau: Tensor,
+                         tau_min: float = 0.01) -> Tensor:
+    """Swin Transformer V2's attention logits ``cos(q_i, k_j) / tau`` for ``q`` ``(..., T, d)``
+    and ``k`` ``(..., S, d)``: the learned parameter is ``log(1 / tau)`` (``log_inv_tau``,
+    broadcast over the leading dimensions, one per head), clamped so that ``tau >= tau_min``;
+    every logit is then at most ``1 / tau_min`` in magnitude. Returns ``(..., T, S)``."""
+    if not tau_min > 0:
+        raise ValueError(f"tau_min must be positive, got {tau_min!r}")
+    cosine = torch.nn.functional.normalize(q, dim=-1) @ \
+        torch.nn.functional.normalize(k, dim=-1).transpose(-2, -1)
+    return cosine * torch.clamp(log_inv_tau, max=math.log(1 / tau_min)).exp()

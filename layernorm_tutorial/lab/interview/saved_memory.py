@@ -17,18 +17,28 @@ anyway) and ``rstd``, and recomputes :math:`\hat x = (y - \beta)/\gamma` in the 
 
 so the LayerNorm adds only one number per row to what the block already stores. The price:
 :math:`\gamma` must have no zero (and tiny entries lose precision in the division).
+
+:func:`rms_norm_backward_from_rstd` is RMSNorm's backward from the saved ``rstd`` alone: it
+takes no ``eps``, because :math:`\epsilon` enters the backward only through
+:math:`\mathrm{rstd} = 1/\sqrt{\langle x^2\rangle + \epsilon}`.
+:func:`grouped_partial_sums` is the two-stage column sum of :math:`d\gamma` in the Triton
+tutorial's LayerNorm backward: row ``i`` adds into partial row ``i mod G``, then the ``G``
+partial rows are summed; :func:`triton_tutorial_group_size` is that tutorial's choice of
+``G`` from the row length.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from layernorm_tutorial import functional
 from layernorm_tutorial.autograd import normalization_backward
 
-__all__ = ["SavedTensor", "saved_tensors", "unique_bytes", "layer_norm_saving_output"]
+__all__ = ["SavedTensor", "saved_tensors", "unique_bytes", "layer_norm_saving_output",
+           "rms_norm_backward_from_rstd", "grouped_partial_sums", "triton_tutorial_group_size"]
 
 
 @dataclass(frozen=True)
@@ -117,3 +127,46 @@ def layer_norm_saving_output(x, normalized_shape, weight, bias, eps: float = 1e-
         raise ValueError("weight must have no zero entry: x_hat is recovered as "
                          "(y - bias) / weight")
     return _LayerNormSavingOutput.apply(x, shape, weight, bias, float(eps))
+
+
+def rms_norm_backward_from_rstd(dy: torch.Tensor, x: torch.Tensor, gamma: torch.Tensor,
+                                rstd: torch.Tensor):
+    r"""``(dx, dgamma)`` of ``y = gamma * x * rstd`` for rows ``x`` ``(M, N)``, ``dy`` ``(M, N)``,
+    ``gamma`` ``(N,)`` and the forward's saved ``rstd`` ``(M, 1)``:
+
+    .. math:: \hat x = x\,\mathrm{rstd},\quad g = \gamma\odot dy,\quad
+              dx = \mathrm{rstd}\,(g - \hat x\,\langle g\odot\hat x\rangle),\quad
+              d\gamma = \textstyle\sum_{\text{rows}} dy\odot\hat x.
+
+    No ``eps`` argument: it is already inside ``rstd``."""
+    if x.dim() != 2 or dy.shape != x.shape or gamma.shape != x.shape[-1:] \
+            or rstd.shape != (x.shape[0], 1):
+        raise ValueError("expected x, dy (M, N), gamma (N,), rstd (M, 1); got "
+                         f"{tuple(x.shape)}, {tuple(dy.shape)}, {tuple(gamma.shape)}, "
+                         f"{tuple(rstd.shape)}")
+    x_hat = x * rstd
+    g = gamma * dy
+    dx = rstd * (g - x_hat * (g * x_hat).mean(-1, keepdim=True))
+    return dx, (dy * x_hat).sum(0)
+
+
+def grouped_partial_sums(values, groups: int):
+    """Column sums of ``values`` ``(M, N)`` in two stages: row ``i`` is added into partial row
+    ``i % groups`` (``groups`` partial rows, what each program of the Triton tutorial's
+    backward accumulates under a lock), then the partial rows are summed. Returns
+    ``(partials (groups, N), sums (N,))``; works for numpy arrays and torch tensors."""
+    if not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"groups must be a positive int, got {groups!r}")
+    partials = [values[g::groups].sum(0) for g in range(min(groups, len(values)))]
+    stack = torch.stack if isinstance(values, torch.Tensor) else np.stack
+    stacked = stack(partials)
+    return stacked, stacked.sum(0)
+
+
+def triton_tutorial_group_size(n: int) -> int:
+    """The Triton LayerNorm tutorial's number of partial rows for dgamma/dbeta
+    (``GROUP_SIZE_M``) for rows of length ``n``: 256 up to 1024, 128 up to 4096, 96 up to
+    8192, 64 beyond."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    return 256 if n <= 1024 else 128 if n <= 4096 else 96 if n <= 8192 else 64

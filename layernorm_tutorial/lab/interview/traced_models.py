@@ -17,6 +17,8 @@ so the number comes from the library's own code, not from a sentence:
 ``softmax_routers()``       Mixtral's and Qwen2-MoE's softmax routers: what their top-k
                             weights sum to, and Mixtral's against a softmax over the top-k
 ``glm_norms()``             the norms of one block of ``GlmModel`` and ``Glm4Model``
+``gemma3_boundary_norms()``  the ``post_attention_layernorm`` and ``pre_feedforward_layernorm``
+                            of a ``Gemma3DecoderLayer``, with random gains
 
 Importing ``transformers`` takes several seconds; each function imports it when called.
 """
@@ -31,7 +33,8 @@ from torch import nn
 
 __all__ = ["tiny", "parallel_block_norms", "tiny_gptj_block", "qk_norm_shapes",
            "config_defaults", "bloom_embedding_norm", "deepseek_v3_latent_norms",
-           "deepseek_v3_router", "softmax_routers", "glm_norms", "norm_modules"]
+           "deepseek_v3_router", "softmax_routers", "glm_norms", "norm_modules",
+           "gemma3_boundary_norms"]
 
 _F64 = torch.float64
 _TOKENS = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
@@ -269,3 +272,21 @@ def glm_norms() -> dict[str, list[str]]:
                "Glm4Config": t.Glm4Config().rms_norm_eps}
     return {"GlmModel": norm_modules(glm.layers[0]), "Glm4Model": norm_modules(glm4.layers[0]),
             "eps": eps}
+
+
+def gemma3_boundary_norms(seed: int = 0) -> dict:
+    """The two norms at the boundary between attention and MLP in block 0 of a tiny
+    ``Gemma3ForCausalLM`` (hidden size 16): ``{"post": post_attention_layernorm, "pre":
+    pre_feedforward_layernorm, "eps": ...}``. Their weights (zero at initialization, gain
+    ``1 + w``) are drawn from N(0, 0.1^2) so that the gains differ."""
+    model = tiny("Gemma3ForCausalLM", "Gemma3TextConfig", seed=seed, vocab_size=64,
+                 hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                 num_attention_heads=2, num_key_value_heads=1, head_dim=8, **_TOKENS)
+    layer = model.model.layers[0]
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for norm in (layer.post_attention_layernorm, layer.pre_feedforward_layernorm):
+            norm.weight.copy_(0.1 * torch.randn(norm.weight.shape, generator=generator,
+                                                dtype=norm.weight.dtype))
+    return {"post": layer.post_attention_layernorm, "pre": layer.pre_feedforward_layernorm,
+            "eps": layer.post_attention_layernorm.eps}
