@@ -46,24 +46,35 @@ def qk_curves(qk: dict, lr: float, arms=("none", "rmsnorm")):
     return fig
 
 
-def qk_lr_sweep(qk: dict, arms=("none", "rmsnorm")):
-    """Final training loss of every run against the peak learning rate (log scale)."""
+def _capped(loss: float, cap: float) -> float:
+    """``min(loss, cap)``, with a non-finite loss (a diverged run) counted as ``cap``."""
+    return min(loss, cap) if math.isfinite(loss) else cap
+
+
+def qk_lr_sweep(qk: dict, arms=("none", "rmsnorm"), cap: float = 10.0):
+    """Final training loss of every run against the peak learning rate (log scale).
+
+    A run that ends above ``cap`` nats, or not finite, is drawn at ``cap`` (its dot and
+    its share of the mean line), and the y axis stops just above ``cap``, so the losses
+    below chance stay readable next to runs that blew up to tens of nats.
+    """
     fig, ax = new_figure(height=3.2)
     for k, arm in enumerate(arms):
         by_lr = qk["runs"][arm]
         lrs = sorted(by_lr, key=float)
         for lr in lrs:
-            finals = [r["final_loss"] if math.isfinite(r["final_loss"]) else 10.0
-                      for r in by_lr[lr]]
+            finals = [_capped(r["final_loss"], cap) for r in by_lr[lr]]
             jitter = 1 + 0.04 * (k - (len(arms) - 1) / 2)
             ax.scatter([float(lr) * jitter] * len(finals), finals, s=14, color=_COLORS[arm],
-                       label=_ARM_LABEL[arm] if lr == lrs[0] else None)
-        means = [np.mean([min(r["final_loss"], 10.0) for r in by_lr[lr]]) for lr in lrs]
+                       label=_ARM_LABEL[arm] if lr == lrs[0] else None,
+                       clip_on=False)  # a loss of 0 shows as a whole dot on the axis
+        means = [np.mean([_capped(r["final_loss"], cap) for r in by_lr[lr]]) for lr in lrs]
         ax.plot([float(lr) for lr in lrs], means, color=_COLORS[arm], lw=1)
     ax.axhline(math.log(16), color="gray", ls="--", lw=0.8, label="chance, ln 16")
     ax.set_xscale("log")
+    ax.set_ylim(0, 1.05 * cap)
     ax.set_xlabel("peak learning rate (AdamW, log scale)")
-    ax.set_ylabel("final training loss (nats per token)")
+    ax.set_ylabel(f"final training loss (nats per token, capped at {cap:g})")
     ax.legend(fontsize=8)
     return fig
 
