@@ -537,6 +537,18 @@ def test_fp16_sums_of_squares_and_squares_overflow_where_fp32_statistics_do_not(
         engine_precision.decomposed_layer_norm(np.ones(4))
 
 
+def test_fp16_softmax_overflows_without_the_max_subtracted():
+    assert np.isnan(engine_precision.fp16_softmax([12.0, 0.0], subtract_max=False)[0])
+    p = engine_precision.fp16_softmax([12.0, 0.0, -3.0])
+    ref = torch.softmax(torch.tensor([12.0, 0.0, -3.0], dtype=F64), 0).numpy()
+    np.testing.assert_allclose(p, ref, rtol=0, atol=2e-3)
+    ref11 = torch.softmax(torch.tensor([11.0, 0.0], dtype=F64), 0).numpy()
+    np.testing.assert_allclose(engine_precision.fp16_softmax([11.0, 0.0], False), ref11,
+                               rtol=0, atol=1e-3)          # e^11 < 65504: no overflow
+    with pytest.raises(ValueError, match="1-D"):
+        engine_precision.fp16_softmax([[1.0]])
+
+
 def test_block_shares_count_the_matrix_multiplications():
     s = engine_precision.block_shares(8, 32, 16, 2)
     assert s["params_matmul"] == pytest.approx((4 * 64 + 2 * 8 * 32) / (4 * 64 + 512 + 32))

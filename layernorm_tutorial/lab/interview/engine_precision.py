@@ -14,16 +14,18 @@ is 65504:
 
 :func:`decomposed_layer_norm` runs that graph with every node rounded to ``dtype`` and the
 sums accumulated in ``accumulate`` (one element at a time, as a naive reduction kernel
-would); ``accumulate=float32`` with the output rounded to fp16 is ONNX's ``stash_type=1``.
-:func:`block_shares` counts a Transformer block's parameters and forward flops per token
-that sit in its matrix multiplications and in its norms and softmax.
+would); ``dtype=float32`` (the whole first stage in fp32), with the output rounded to fp16
+afterwards, is ONNX's ``stash_type=1``. :func:`fp16_softmax` shows the softmax's own trap:
+:math:`e^{x}` overflows fp16 above :math:`x \approx 11.09`, unless the row's maximum is
+subtracted first. :func:`block_shares` counts a Transformer block's parameters and forward
+flops per token that sit in its matrix multiplications and in its norms and softmax.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FP16_MAX", "decomposed_layer_norm", "block_shares"]
+__all__ = ["FP16_MAX", "decomposed_layer_norm", "fp16_softmax", "block_shares"]
 
 FP16_MAX = float(np.finfo(np.float16).max)
 
@@ -40,8 +42,8 @@ def _accumulate(values: np.ndarray, dtype) -> np.ndarray:
 def decomposed_layer_norm(x, dtype=np.float16, accumulate=None, eps: float = 1e-5) -> dict:
     """LayerNorm (no affine) of ``x`` ``(rows, H)`` as the exported graph computes it,
     every node's output rounded to ``dtype`` and the two ``ReduceMean`` sums accumulated
-    in ``accumulate`` (default: ``dtype``). With ``accumulate=np.float32`` and
-    ``dtype=np.float32`` the whole first stage runs in fp32 (``stash_type=1``).
+    in ``accumulate`` (default: ``dtype``). With ``dtype=np.float32`` the whole first
+    stage runs in fp32 (``stash_type=1``).
 
     Returns ``{"y", "squares_max", "sum_squares", "var", "nonfinite"}``: the output, the
     largest ``Pow`` output, the accumulated sum of squares and the variance per row (as
@@ -65,6 +67,20 @@ def decomposed_layer_norm(x, dtype=np.float16, accumulate=None, eps: float = 1e-
     return {"y": y.astype(np.float64), "squares_max": dd.astype(np.float64).max(axis=1),
             "sum_squares": sum_sq.astype(np.float64), "var": var.astype(np.float64),
             "nonfinite": bool(~np.isfinite(y).all())}
+
+
+def fp16_softmax(logits, subtract_max: bool = True) -> np.ndarray:
+    """Softmax of the 1-D ``logits`` with every operation in fp16 (``exp``, the sum, the
+    division), after subtracting the maximum or not. Returns float64 values (NaN where
+    ``inf / inf``)."""
+    z = np.asarray(logits, dtype=np.float16)
+    if z.ndim != 1 or z.size == 0:
+        raise ValueError(f"logits must be a non-empty 1-D array, got shape {z.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        if subtract_max:
+            z = (z - z.max()).astype(np.float16)
+        e = np.exp(z).astype(np.float16)
+        return (e / e.sum(dtype=np.float16)).astype(np.float64)
 
 
 def block_shares(d_model: int, d_ff: int, context: int, heads: int) -> dict:
