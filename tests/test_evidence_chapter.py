@@ -173,3 +173,24 @@ def test_tables_with_a_confirmatory_run_print_both_runs(with_confirmatory):
     assert glue["combo_vs_LN_earlier"].startswith("exploratory, not shown: ")
     _, glue = chapter.speed_table(doc, verdicts)
     assert glue["conf_speed_rnn_none"] == "111 (2 never)"
+
+
+def test_confirmatory_summary_and_threshold_history_of_the_earlier_rows(with_confirmatory):
+    doc, verdicts, _ = with_confirmatory
+    conf = verdicts.conf_doc
+    from layernorm_tutorial.lab.confirmatory import verdicts as conf_verdicts
+
+    text = chapter.confirmatory_summary(conf, conf_verdicts.load(
+        "evidence_side_confirmatory.json"))
+    assert text.splitlines()[0].startswith(
+        f"confirmatory runs: {len(conf['runs']) + len(conf['range_runs'])} run records")
+    assert "fresh seeds 101–105" in text and max(map(len, text.splitlines())) <= 80
+    # the half-point history is the earlier run's: the same lines from its rows as from a
+    # ChapterVerdicts without a confirmatory run
+    plain = chapter.ChapterVerdicts(doc, *verdicts.confirmatory[1:])   # any init/combo
+    assert chapter.threshold_change_all(verdicts.earlier_rows, old=0.005)[0].startswith(
+        "1. MLP: BN beats LN at larger batch, MLP, batch 32: direction shown -> holds")
+    assert [line for line in chapter.threshold_change_all(plain, old=0.005)
+            if line.startswith("1.")] == [
+        line for line in chapter.threshold_change_all(verdicts.earlier_rows, old=0.005)
+        if line.startswith("1.")]

@@ -20,7 +20,8 @@ from layernorm_tutorial.lab.common.verdict import decide, family_sentence
 from layernorm_tutorial.lab.evidence import analysis
 from layernorm_tutorial.lab.evidence.results import find_runs
 
-__all__ = ["sweep_summary", "sweep_glue", "test_set_se", "ChapterVerdicts", "acc_text",
+__all__ = ["sweep_summary", "sweep_glue", "confirmatory_summary", "test_set_se",
+           "ChapterVerdicts", "acc_text",
            "batch_size_table", "bn_mode_losses", "accuracy_table", "gap_table", "speed_table",
            "rate_table", "registry_table", "threshold_change", "threshold_change_all",
            "exploratory_speed", "digit_breakdown", "recalibration", "live_check_line"]
@@ -44,6 +45,21 @@ def sweep_summary(doc: dict) -> str:
         lines.append(f"  {rr['name']:<15} {rr['model']}  norms {rr['norms']}  "
                      f"batch {rr['batch_size']}  {rr['epochs']} epochs")
     return "\n".join(lines)
+
+
+def confirmatory_summary(conf: dict, side_conf: dict, width: int = 80) -> str:
+    """What the confirmatory runs contain: runs, minutes, fresh seeds, the rates kept (main
+    sweep) and the fixed rates (side experiments), and the machine."""
+    from layernorm_tutorial.lab.common.training import provenance_line
+
+    n_runs = len(conf["runs"]) + len(conf["range_runs"])
+    lines = textwrap.wrap(
+        f"confirmatory runs: {n_runs} run records on fresh seeds {_seeds(conf['seeds'])} "
+        f"at the learning rates the earlier run chose (the rate ladders extended by their "
+        f"own rule; {conf['seconds'] / 60:.0f} minutes), "
+        f"and the side experiments on seeds {_seeds(side_conf['config']['seeds'])} at their "
+        f"fixed rates ({side_conf['seconds'] / 60:.0f} minutes), made by", width)
+    return "\n".join(lines + [provenance_line(conf), provenance_line(side_conf)])
 
 
 def sweep_glue(doc: dict) -> dict:
@@ -390,9 +406,9 @@ def _rate_ranges(doc: dict, prefix: str = "") -> tuple[list[str], dict, list]:
         name = exp.removeprefix("lr_range_")
         for norm in ("none", "bn", "ln"):
             r = analysis.rate_range(doc, exp, norm)
-            lines += textwrap.wrap(f"{name} {norm:<4} best {_rates(r.best_rate)}  largest "
-                                   f"good {_rates(r.largest_good)}  failure "
-                                   f"{_rates(r.failure)}", 80, subsequent_indent=" " * 10)
+            lines += [f"{name} {norm:<4}  best         {_rates(r.best_rate)}",
+                      f"{'':10}largest good {_rates(r.largest_good)}",
+                      f"{'':10}failure      {_rates(r.failure)}"]
             for key, x in (("good", r.largest_good), ("fail", r.failure)):
                 glue[f"{prefix}range_{name}_{norm}_{key}"] = "–".join(
                     f"{v:g}" for v in sorted({x.min(), x.max()}))
@@ -495,19 +511,23 @@ def threshold_change(doc: dict) -> dict:
     return out
 
 
-def threshold_change_all(verdicts: ChapterVerdicts, old: float = 0.005) -> list[str]:
-    """Every confirmatory paired verdict judged at the registered one-point threshold,
-    re-decided at ``old`` (the accuracy threshold the chapter used while three-seed results
-    were visible): one line per word that changes."""
+def threshold_change_all(verdicts, old: float = 0.005) -> list[str]:
+    """Every paired verdict judged at the registered one-point threshold, re-decided at
+    ``old`` (the accuracy threshold the chapter used while three-seed results were visible):
+    one line per word that changes. ``verdicts``: a :class:`ChapterVerdicts` (its ``rows``)
+    or a list of verdict rows (e.g. its ``earlier_rows``, the run that threshold history is
+    about)."""
     out = []
-    for r in verdicts.rows:
+    rows = verdicts.rows if isinstance(verdicts, ChapterVerdicts) else verdicts
+    for r in rows:
         v = r["verdict"]
         if not hasattr(v, "differences") or not math.isclose(v.threshold, 0.01):
             continue
         word = decide(v.low, v.high, old)
         if word != v.word:
+            interval = analysis.verdict_cell(v).removeprefix("exploratory, ")
             out.append(f"{r['claim']}, {r['setting']}: {v.word} -> {word} "
-                       f"({analysis.verdict_cell(v).split(': ', 1)[1]})")
+                       f"({interval.split(': ', 1)[1]})")
     return out
 
 
@@ -603,8 +623,8 @@ def init_accuracy_table(init, prefix: str = "") -> tuple[str, dict]:
 
 
 def _combo_lines(combo, prefix: str = "") -> tuple[list[str], dict]:
-    lines = textwrap.wrap(f"test accuracy (%), mean ± sd over seeds {combo.seeds} | training "
-                          "accuracy (%)", 80)
+    lines = [f"test accuracy (%), mean ± sd over seeds {_seeds(combo.seeds)} | training "
+             "accuracy (%)"]
     glue = {}
     for v, test, train in zip(combo.variants, 100 * combo.test_acc, 100 * combo.train_acc,
                               strict=True):
