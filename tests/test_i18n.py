@@ -135,6 +135,9 @@ def _term_table(style_md: Path = STYLE_MD) -> list[tuple[list[str], str, list[st
 TERM_TABLE = _term_table()
 
 
+EXTERNAL_LINK = catalogs.EXTERNAL_LINK
+
+
 def _shown(text: str) -> str:
     """What a reader sees of a message, for the term check: titled roles give their shown
     text, other roles, inline code and math are dropped."""
@@ -145,6 +148,7 @@ def _shown(text: str) -> str:
             return " " + catalogs.TARGET_IN_ANGLES.sub("", content) + " "
         return " "
     text = catalogs.ROLE.sub(role, text)
+    text = EXTERNAL_LINK.sub(" ", text)  # an external page's title is quoted as it is
     for pattern in (catalogs.CODE, catalogs.DISPLAY_MATH, catalogs.INLINE_MATH, catalogs.URL):
         text = pattern.sub(" ", text)
     return text
@@ -227,6 +231,9 @@ def test_term_check_catches_a_variant_and_passes_the_house_term():
     assert term_problems("See {ref}`the figure <fig-epoch>` and `n_epochs`.", "见图。") == []
     # a bare label is no shown text: {ref}`iq-qk-norm` shows the card's own (translated) title
     assert term_problems("Answer: {ref}`iq-qk-norm`.", "答案：{ref}`iq-qk-norm`。") == []
+    # an external page's title stays as its source wrote it
+    assert term_problems("Source: [What is layer normalization?](https://x.org/a).",
+                         "来源：[What is layer normalization?](https://x.org/a)。") == []
     # the glossary's headwords name the alternatives on purpose
     assert term_problems("Memory-bound", "Memory-bound（访存受限，又称带宽受限）") == []
 

@@ -119,7 +119,7 @@ TOPICS = (
           "推理、折叠与量化"),
     Topic("kernels", "Kernels and performance", "算子与性能"),
     Topic("fine-tuning", "Fine-tuning and the norm parameters", "微调与归一化参数"),
-    Topic("coding", "Coding drills", "编程题"),
+    Topic("coding", "Coding drills", "手写代码"),
     Topic("numerics", "Numerics and precision", "数值与精度"),
 )
 
@@ -253,33 +253,15 @@ def _intro(counts: dict) -> tuple[str, str]:
           "个公开来源：面试题库、面经（包括中文面经）、问答网站、课程与编程练习，以及主流开源库的 "
           "issue 讨论。每道题都用本书自己的话改写，并附上提问出处的链接和解答它的面试题卡片。"
           "如果你在面试中被问到某个问题，先在下面找到它所属的主题，再打开对应的卡片：卡片的简答是"
-          "二十秒内能说完的回答，卡片的代码单元则验证其中的论断。")
+          "二十秒内能说完的回答，卡片的单元格则验证其中的论断。")
     return en, zh
-
-
-_TITLE_TERMS = (
-    (re.compile(r"\b(layer|batch|group|instance|weight) normali[sz]ation\b", re.I),
-     lambda m: {"layer": "层归一化", "batch": "批量归一化", "group": "组归一化",
-                "instance": "实例归一化", "weight": "权重归一化"}[m.group(1).lower()]),
-    (re.compile(r"\brms norm\b", re.I), lambda m: "均方根归一化"),
-    (re.compile(r"\bpre-norm\b", re.I), lambda m: "前置 LN"),
-    (re.compile(r"\bpost-norm\b", re.I), lambda m: "后置 LN"),
-)
-
-
-def _title_zh(title: str) -> str:
-    """A source's title for the Chinese page: the names of the norms in the edition's
-    terms (层归一化, 前置 LN, ...), everything else as the source wrote it."""
-    for pattern, term in _TITLE_TERMS:
-        title = pattern.sub(term, title)
-    return title
 
 
 def _bullet_zh(entry: Entry) -> str:
     kind = KINDS[entry.kind][1]
     language = "中文" if entry.language == "zh" else "英文"
     return (f"{_escape(entry.question_zh)} **答案：**{{ref}}`{entry.card}`。"
-            f"*来源：*[{_escape(_title_zh(entry.source_title))}]({source_url(entry.source)})"
+            f"*来源：*[{_escape(entry.source_title)}]({source_url(entry.source)})"
             f"（{kind}，{language}）。")
 
 

@@ -32,6 +32,9 @@ ROLE = re.compile(r"\{(?P<name>[a-zA-Z][\w:.+-]*)\}(?P<ticks>`+)(?P<content>.+?)
 CODE = re.compile(r"(?P<ticks>`+)(?P<content>.+?)(?P=ticks)", re.S)
 DISPLAY_MATH = re.compile(r"\$\$.+?\$\$", re.S)
 INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\s)[^$]+?(?<![\s\\])\$(?!\$)")
+#: A link to an external page, ``[title](https://...)``: its title is quoted as the page
+#: has it (escaped brackets allowed inside), so term checks skip it.
+EXTERNAL_LINK = re.compile(r"\[(?:\\.|[^\]\\])*\]\(https?://[^)\s]*\)")
 LINK_TARGET = re.compile(r"\]\((?P<target>[^)\s]+)\)")
 URL = re.compile(r"<?https?://[^\s)>]+>?")
 FOOTNOTE = re.compile(r"\[\^[^\]]+\]")
@@ -338,7 +341,7 @@ def glossary_problems(entry: Entry, index: dict[str, GlossaryEntry]) -> list[str
             target = TARGET_IN_ANGLES.search(match.group("content"))
             mentioned.append(target.group("target") if target else match.group("content"))
     # A message already in Chinese (the interview titles) gets the English as translation.
-    text = "" if CJK.search(entry.msgid) else prose(entry.msgid).lower()
+    text = "" if CJK.search(entry.msgid) else prose(EXTERNAL_LINK.sub(" ", entry.msgid)).lower()
     for headword in sorted((h for h in index if " " in h), key=len, reverse=True):
         pattern = re.compile(rf"\b{re.escape(headword)}s?\b")
         if pattern.search(text):
