@@ -15,6 +15,9 @@ A tool must also never destroy what a reader has, nor fail far from the cause:
   empty, broken or incomplete file is one line naming the file and what to do;
 - :func:`is_book_file` tells whether a path lies in the book's ``book/data/`` (the files the
   chapters render; a smoke run must never land there);
+- :func:`check_not_a_source` refuses an output that is one of the repository's sources or
+  data files (``book/``, the package, ``tests/``, ``locales/``, the top-level files, anything
+  git tracks) other than the command's own default output, ``--force`` or not;
 - :func:`same_file` finds two path arguments that name one file (an input read and then
   overwritten, or two outputs written over each other);
 - :func:`interruptible` ends a command on Ctrl-C with ``interrupted`` and exit status 130.
@@ -31,13 +34,20 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["BOOK_DATA", "OutputPathError", "StoredFileError", "StoredFileMissing",
-           "check_output_path", "interruptible", "is_book_file", "positive_int",
-           "read_json_document", "same_file", "write_bytes_atomically",
-           "write_text_atomically"]
+__all__ = ["BOOK_DATA", "REPO", "OutputPathError", "StoredFileError", "StoredFileMissing",
+           "check_not_a_source", "check_output_path", "interruptible", "is_book_file",
+           "output_path", "positive_int", "read_json_document", "same_file",
+           "write_bytes_atomically", "write_text_atomically"]
 
+#: The repository this package lives in (whatever the working directory).
+REPO = Path(__file__).resolve().parents[1]
 #: The book's stored results in this checkout (whatever the working directory).
-BOOK_DATA = Path(__file__).resolve().parents[1] / "book" / "data"
+BOOK_DATA = REPO / "book" / "data"
+#: Folders of the repository that hold only sources or data (never a command's output).
+SOURCE_FOLDERS = ("book", "layernorm_tutorial", "tests", "locales", ".git")
+#: Top-level files of the repository that are sources.
+SOURCE_FILES = ("README.md", "pyproject.toml", "requirements.txt", "_config.yml", "_toc.yml",
+                "references.bib")
 
 
 class OutputPathError(ValueError):
@@ -69,7 +79,10 @@ def check_output_path(path: str | os.PathLike, *, force: bool = False,
     False (replacing a file needs ``--force``), or if the file or the folder that would hold
     it cannot be written (tried for real, so it also holds for root and read-only disks).
     Nothing is created or changed; missing folders are created when the file is written.
+    An empty path is refused (``--out: empty path``), never taken for the working folder.
     """
+    if not os.fspath(path):
+        raise OutputPathError(f"{option}: empty path")
     path = Path(path).expanduser()
     if path.is_dir():
         raise OutputPathError(f"{option} {path}: is a folder, expected a file path")
@@ -93,6 +106,50 @@ def check_output_path(path: str | os.PathLike, *, force: bool = False,
         raise OutputPathError(f"{option} {path}: cannot write in {folder} "
                               f"({exc.strerror})") from None
     return path
+
+
+def _tracked_by_git(path: Path, repo: Path) -> bool:
+    """True if git tracks ``path`` in ``repo`` (False without git or outside a checkout)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "-C", str(repo), "ls-files", "--error-unmatch", "--",
+                               str(path.relative_to(repo))], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def check_not_a_source(path: str | os.PathLike, *, own: Iterable[str | os.PathLike] = (),
+                       option: str = "--out") -> None:
+    """Raise :class:`OutputPathError` (one line) if ``path`` is one of the repository's
+    sources or data files, which no command may replace, ``--force`` or not.
+
+    Refused (compared once resolved): any path in ``book/`` (the pages, ``book/data/``),
+    the package, ``tests/``, ``locales/`` or ``.git/``; a top-level source
+    (:data:`SOURCE_FILES`); any other file git tracks. ``own``: the command's own default
+    output(s), which it may replace (with ``--force``). Paths outside :data:`REPO` pass.
+    """
+    target = Path(path).expanduser().resolve()
+    repo = Path(REPO).resolve()
+    if any(target == Path(o).expanduser().resolve() for o in own):
+        return
+    if repo != target and repo not in target.parents:
+        return
+    book_data = Path(BOOK_DATA).resolve()
+    if book_data in target.parents:
+        mine = [Path(o).name for o in own
+                if book_data in Path(o).expanduser().resolve().parents]
+        writes = (f"writes only {', '.join(mine)} in book/data" if mine
+                  else "writes no file of book/data")
+        raise OutputPathError(f"{option} {path}: another of the book's files; this command "
+                              f"{writes} (choose a path outside it)")
+    parts = target.relative_to(repo).parts
+    if (parts and parts[0] in SOURCE_FOLDERS) or (len(parts) == 1 and parts[0] in SOURCE_FILES) \
+            or (target.is_file() and _tracked_by_git(target, repo)):
+        raise OutputPathError(f"{option} {path}: one of the repository's source or data "
+                              "files, never an output; choose a path outside the sources "
+                              f"(e.g. in {tempfile.gettempdir()})")
 
 
 def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
@@ -124,6 +181,14 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
+
+
+def output_path(text: str) -> Path:
+    """``argparse`` type of an output option: a :class:`~pathlib.Path`, never empty
+    (``Path("")`` would be the working folder): ``argument --out: empty path``."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path")
+    return Path(text)
 
 
 def is_book_file(path: str | os.PathLike) -> bool:

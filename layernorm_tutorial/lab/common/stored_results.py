@@ -43,9 +43,11 @@ from layernorm_tutorial._cli import (
     OutputPathError,
     StoredFileError,
     StoredFileMissing,
+    check_not_a_source,
     check_output_path,
     interruptible,
     is_book_file,
+    output_path,
     positive_int,
     read_json_document,
     same_file,
@@ -54,10 +56,9 @@ from layernorm_tutorial._cli import (
 from layernorm_tutorial.lab.common.numerics_paths import machine_info
 
 __all__ = ["BOOK_COMMANDS", "BOOK_DATA", "require_known_names", "default_workers",
-           "add_results_options", "is_smoke_run", "load_results", "output_path_from_args",
-           "provenance", "refuse_other_book_file", "results_command", "run_results_command",
-           "round_floats",
-           "run_jobs", "save_results", "timed"]
+           "add_results_options", "is_smoke_run", "load_results", "MAIN_SECTIONS",
+           "output_path_from_args", "provenance", "refuse_other_book_file", "results_command",
+           "run_results_command", "round_floats", "run_jobs", "save_results", "timed"]
 
 HEADER_KEYS = ("command", "versions", "config", "seconds")
 #: The command that writes each of the lab's files in ``book/data/`` (named in the errors
@@ -89,6 +90,32 @@ BOOK_COMMANDS = {
         "python -m layernorm_tutorial.lab.confirmatory principles",
     "residual_runs_confirmatory.json": "python -m layernorm_tutorial.lab.confirmatory residual",
     "rnn_race_confirmatory.json": "python -m layernorm_tutorial.lab.confirmatory rnn",
+}
+
+
+#: The main sections each of the lab's files in ``book/data/`` must hold besides the header
+#: (:func:`load_results` checks them whatever ``sections`` its caller names: an incomplete
+#: file is one line naming it, not a ``KeyError`` in a notebook). ``large_models_results.json``
+#: is not here: a ``--sections`` run writes part of it, and its loader checks the rest.
+MAIN_SECTIONS: dict[str, dict[str, type]] = {
+    "evidence_results.json": {"runs": list, "selected_lr": list},
+    "evidence_confirmatory.json": {"runs": list, "selected_lr": list},
+    "evidence_side_confirmatory.json": {"init_scale": dict, "combinations": dict},
+    "evidence_live_checks.json": {"checks": dict},
+    "evidence_rejudged.json": {"items": list},
+    "large_models_confirmatory.json": {"comparisons": dict, "deepnorm": dict},
+    "large_models_qk_confirmatory.json": {"qk_norm": dict},
+    "ln_vs_bn_online_paths.json": {"online": dict},
+    "principles_ln_vs_he.json": {"validation_accuracy": dict, "accuracy": dict},
+    "principles_ln_vs_he_confirmatory.json": {"validation_accuracy": dict, "accuracy": dict},
+    "principles_ln_vs_he_replication.json": {"original": dict, "accuracy": dict},
+    "principles_training.json": {"runs": dict},
+    "residual_runs.json": {"runs": list},
+    "residual_runs_confirmatory.json": {"runs": list},
+    "residual_paths.json": {"replication": dict},
+    "rnn_race.json": {"runs": list, "selected_lr": dict},
+    "rnn_race_confirmatory.json": {"runs": list, "selected_lr": dict},
+    "rnn_paths.json": {"dynamics": dict, "replication": dict},
 }
 
 
@@ -145,7 +172,8 @@ def load_results(path: str | Path, *, command: str | None = None,
 
     ``command`` makes the file (default: the one :data:`BOOK_COMMANDS` lists for its name);
     ``sections``: the main keys it must hold besides the provenance header (a mapping also
-    gives their types, e.g. ``{"items": list}``). Raises
+    gives their types, e.g. ``{"items": list}``), added to those :data:`MAIN_SECTIONS` lists
+    for a file of that name. Raises
     :class:`~layernorm_tutorial._cli.StoredFileMissing` (a ``FileNotFoundError``) naming the
     file and the command that makes it, :class:`~layernorm_tutorial._cli.StoredFileError` (a
     ``ValueError``; one line naming the file and what to do) for a file that is not JSON, not
@@ -161,28 +189,33 @@ def load_results(path: str | Path, *, command: str | None = None,
                                    "run the command named in the chapter to make it"))
     doc = read_json_document(path, command=command, what="results file")
     fix = restore + (f"re-run {command}" if command else "re-run the command that made it")
+    if is_smoke_run(doc) and is_book_file(path):
+        raise StoredFileError(f"{path}: holds a smoke run (--tiny), not the book's results; "
+                              f"{restore or 'restore it (git checkout) or '}"
+                              + (f"re-run {command}" if command else "re-run its command"))
+    sections = {**MAIN_SECTIONS.get(path.name, {}),
+                **(sections if isinstance(sections, Mapping)
+                   else {key: object for key in sections})}
     missing = [k for k in (*HEADER_KEYS, *sections) if k not in doc]
     if missing:
         raise StoredFileError(f"{path}: not a results file (lacks {', '.join(missing)}); {fix}")
-    kinds = {"config": dict, **(sections if isinstance(sections, Mapping) else {})}
+    kinds = {"config": dict, **sections}
     for key, kind in kinds.items():
         if not isinstance(doc[key], kind):
             raise StoredFileError(f"{path}: not a results file ({key} is a "
                                   f"{type(doc[key]).__name__}, expected a {kind.__name__}); "
                                   f"{fix}")
-    if is_smoke_run(doc) and is_book_file(path):
-        raise StoredFileError(f"{path}: holds a smoke run (--tiny), not the book's results; "
-                              f"{restore or 'restore it (git checkout) or '}"
-                              + (f"re-run {command}" if command else "re-run its command"))
     return doc
 
 
 def output_path_from_args(parser: argparse.ArgumentParser, args, default: Path) -> Path:
     """The ``--out`` path (``default`` if not given), checked before any work starts:
     an existing file needs ``--force``; a folder or an unwritable place stops the command
-    with one line (``parser.error``)."""
-    out = args.out or default
+    with one line (``parser.error``), and so does any of the repository's sources or data
+    files other than ``default`` (:func:`~layernorm_tutorial._cli.check_not_a_source`)."""
+    out = default if args.out is None else args.out
     try:
+        check_not_a_source(out, own=(default,))
         return check_output_path(out, force=args.force)
     except OutputPathError as err:
         parser.error(str(err))
@@ -259,7 +292,7 @@ def add_results_options(parser: argparse.ArgumentParser, *, default_out: Path | 
     """Add ``--out``, ``--force``, ``--workers`` (if ``workers``) and ``--tiny`` to
     ``parser``: the options of :func:`results_command` (``default_out``: the book's file, or
     a few words naming it)."""
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=output_path, default=None,
                         help=f"results JSON path (default: {default_out})")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
     if workers:
@@ -272,10 +305,15 @@ def refuse_other_book_file(parser: argparse.ArgumentParser, out: Path | None,
                            default_out: Path) -> None:
     """``parser.error`` if ``out`` is a file in ``book/data/`` other than ``default_out``: the
     book's files are each written by their own command (the one that would be replaced
-    may be this run's input, e.g. ``rnn.paths --out book/data/rnn_race.json``)."""
-    if out is not None and is_book_file(out) and not same_file(out, default_out):
-        parser.error(f"--out {out}: another of the book's files; this command writes only "
-                     f"{Path(default_out).name} in book/data (choose a path outside it)")
+    may be this run's input, e.g. ``rnn.paths --out book/data/rnn_race.json``); also any
+    other of the repository's sources or data files
+    (:func:`~layernorm_tutorial._cli.check_not_a_source`), ``--force`` or not."""
+    if out is None:
+        return
+    try:
+        check_not_a_source(out, own=(default_out,))
+    except OutputPathError as err:
+        parser.error(str(err))
 
 
 def run_results_command(parser: argparse.ArgumentParser, args: argparse.Namespace, *,
