@@ -37,9 +37,11 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from layernorm_tutorial._cli import read_json_document
 from layernorm_tutorial.lab.common.verdict import (
     LadderVerdict,
     Verdict,
@@ -409,14 +411,47 @@ REGISTRY_PATH = "layernorm_tutorial/lab/common/claims.py"
 #: and its hash there is two edits, and ``tests/test_claims_git.py`` checks the threshold
 #: against the registration commit).
 JUDGED_PATH = _REPO / "book" / "data" / "registry" / "claims_judged.json"
-_JUDGED_DOC = json.loads(JUDGED_PATH.read_text(encoding="utf-8"))
+
+
+class _Sidecar(Mapping):
+    """One section of :data:`JUDGED_PATH`, read at first use (not at import, so every
+    command's ``--help`` works with the file broken). A missing, broken or incomplete file
+    is one line naming it (:class:`~layernorm_tutorial._cli.StoredFileError`)."""
+
+    def __init__(self, section: str):
+        self._section = section
+        self._read: tuple[tuple, dict] | None = None  # (file's path/size/time, document)
+
+    def _data(self) -> dict:
+        path = Path(JUDGED_PATH)
+        try:
+            stat = path.stat()
+            key = (str(path), stat.st_size, stat.st_mtime_ns)
+        except OSError:
+            key = None
+        if key is None or self._read is None or self._read[0] != key:
+            doc = read_json_document(path, required={"results": dict, "first_data": dict},
+                                     what="claims sidecar")
+            self._read = (key, doc)
+        return self._read[1][self._section]
+
+    def __getitem__(self, key):
+        return self._data()[key]
+
+    def __iter__(self):
+        return iter(self._data())
+
+    def __len__(self) -> int:
+        return len(self._data())
+
+
 #: ``{results file: {"data_commit": [commit, ISO date], "claims": {id: hash}, "machine",
 #: "note"}}``: the definitions the results files were judged under, from
-#: :data:`JUDGED_PATH`.
-JUDGED: dict[str, dict] = _JUDGED_DOC["results"]
+#: :data:`JUDGED_PATH` (read when used).
+JUDGED: Mapping[str, dict] = _Sidecar("results")
 #: ``{claim id: {"commit", "date", "file", "what"}}``: the first committed run of the seeds
-#: the claim's stored (earlier) results use.
-FIRST_DATA: dict[str, dict] = _JUDGED_DOC["first_data"]
+#: the claim's stored (earlier) results use (from :data:`JUDGED_PATH`, read when used).
+FIRST_DATA: Mapping[str, dict] = _Sidecar("first_data")
 
 #: Registrations made before this registry existed (``Claim.registered`` earlier than the
 #: registry's first commit): where the threshold (and the metric parameters) lived at that

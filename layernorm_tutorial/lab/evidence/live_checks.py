@@ -29,6 +29,7 @@ from __future__ import annotations
 import sys
 import time
 
+from layernorm_tutorial._cli import interruptible
 from layernorm_tutorial.lab.common.stored_results import (
     BOOK_DATA,
     load_results,
@@ -170,19 +171,28 @@ def load_live_checks(path=COMMITTED_PATH) -> dict:
     return load_results(path, command=COMMAND, sections={"checks": dict})
 
 
+@interruptible
 def main(argv=None) -> int:
+    """Measure the live checks and write them (``--out``, default the book's file; no other
+    file of the repository). A missing or broken input is one line, exit status 2; Ctrl-C
+    prints ``interrupted``, status 130."""
     import argparse
 
+    from layernorm_tutorial._cli import StoredFileError, output_path
     from layernorm_tutorial.lab.common.numerics_paths import PATHS
     from layernorm_tutorial.lab.common.stored_results import output_path_from_args
 
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=None, help="where to write (default: book/data)")
+    parser.add_argument("--out", type=output_path, default=None,
+                        help="where to write (default: book/data)")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
     args = parser.parse_args(argv)
     path = output_path_from_args(parser, args, COMMITTED_PATH)
     start = time.perf_counter()
-    checks = measure()
+    try:
+        checks = measure()
+    except StoredFileError as err:  # an input of the measurement is missing or broken
+        parser.error(str(err))
     config = {"paths": PATHS, "multiple": MULTIPLE, "floor": FLOOR,
               "checks": dict(CHECKS), "native": "the stored values are the native path's"}
     doc = {**provenance(COMMAND, config, time.perf_counter() - start), "checks": checks}

@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from layernorm_tutorial._cli import StoredFileError, interruptible, output_path
 from layernorm_tutorial.lab.common import claims
 from layernorm_tutorial.lab.common.stored_results import (
     BOOK_DATA,
@@ -477,16 +478,24 @@ def _hashes() -> dict[str, str]:
             for name in SOURCES}
 
 
+@interruptible
 def main(argv=None) -> int:
+    """Re-judge the stored results and write them (``--out``, default the book's file; no
+    other file of the repository, never an input). A missing or broken input is one line,
+    exit status 2; Ctrl-C prints ``interrupted``, status 130."""
     import argparse
 
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=None, help="where to write (default: book/data)")
+    parser.add_argument("--out", type=output_path, default=None,
+                        help="where to write (default: book/data)")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
     args = parser.parse_args(argv)
     path = output_path_from_args(parser, args, COMMITTED_PATH)
     start = time.perf_counter()
-    items = rejudge_all()
+    try:
+        items = rejudge_all()
+    except StoredFileError as err:  # an input (a results file, the registry) is broken
+        parser.error(str(err))
     doc = {**provenance(COMMAND, {"method_version": METHOD_VERSION,
                                   "results_judged": _hashes(),
                                   "claims_registry": {c.id: claims.definition_hash(c.id)

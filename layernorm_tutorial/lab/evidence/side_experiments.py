@@ -29,8 +29,11 @@ from layernorm_tutorial._cli import (
     OutputPathError,
     StoredFileError,
     StoredFileMissing,
+    check_not_a_source,
     check_output_path,
+    interruptible,
     is_book_file,
+    output_path,
     read_json_document,
     write_text_atomically,
 )
@@ -112,19 +115,25 @@ def combination_result(doc: dict) -> CombinationResult:
                              np.array(d["train_acc"]))
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
+    """Run the side experiments and write them (``--out``, default the book's file; no other
+    file of the repository). A bad ``--out`` or a broken input is one line, exit status 2;
+    Ctrl-C prints ``interrupted``, status 130."""
     parser = argparse.ArgumentParser(
         prog="python -m layernorm_tutorial.lab.evidence.side_experiments",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=str(SIDE_RESULTS_PATH), help="JSON file to write")
+    parser.add_argument("--out", type=output_path, default=SIDE_RESULTS_PATH,
+                        help="JSON file to write")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
     args = parser.parse_args(argv)
     try:
+        check_not_a_source(args.out, own=(SIDE_RESULTS_PATH,))
         out = check_output_path(args.out, force=args.force)
-    except OutputPathError as err:
-        print(f"error: {err}", file=sys.stderr)
+        doc = run_side_experiments()
+    except (OutputPathError, StoredFileError) as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
         return 2
-    doc = run_side_experiments()
     write_text_atomically(out, json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out} ({doc['seconds']} s)")
     return 0
