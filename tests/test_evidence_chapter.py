@@ -194,3 +194,18 @@ def test_confirmatory_summary_and_threshold_history_of_the_earlier_rows(with_con
             if line.startswith("1.")] == [
         line for line in chapter.threshold_change_all(verdicts.earlier_rows, old=0.005)
         if line.startswith("1.")]
+
+
+def test_verdict_list_prints_every_row_within_80_columns(stored, with_confirmatory):
+    _, _, plain = stored
+    _, verdicts, _ = with_confirmatory
+    for v in (plain, verdicts):
+        text = v.verdict_list()
+        assert max(map(len, text.splitlines())) <= 80
+        assert all(r["result"][:30] in text for r in v.rows)
+        assert text.count("(threshold ") == len({r["claim"] for r in v.rows})
+        assert "Bonferroni correction over this chapter's 32" in text.replace("\n", " ")
+    lines = verdicts.verdict_list().splitlines()
+    for head in ("    confirmatory: ", "    earlier run:  exploratory, "):
+        assert sum(line.startswith(head) for line in lines) == len(verdicts.rows)
+    assert "confirmatory: " not in plain.verdict_list()

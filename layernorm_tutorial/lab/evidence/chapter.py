@@ -152,6 +152,28 @@ class ChapterVerdicts:
             raise KeyError(f"no verdict row {claim_start!r} / {setting!r}")
         return "\n".join(lines)
 
+    def verdict_list(self, width: int = 80) -> str:
+        """Every verdict of the family as plain text within ``width`` columns, grouped by
+        claim (with its threshold): each setting, its
+        verdict (with its mark) and, with a confirmatory run, the earlier run's beside it
+        (:meth:`pair_lines`); then the family sentence."""
+        lines, seen = [], set()
+        for r in self.rows:
+            if r["claim"] not in seen:
+                seen.add(r["claim"])
+                lines += textwrap.wrap(f"{r['claim']} (threshold {r['threshold']})", width,
+                                       subsequent_indent="    ")
+            i = self.rows.index(r)
+            lines += textwrap.wrap(r["setting"], width, initial_indent="  ",
+                                   subsequent_indent="      ")
+            if not self.earlier_rows:
+                lines += _indented(r["result"], "    ", width)
+                continue
+            lines += _indented(r["result"], "    confirmatory: ", width)
+            lines += _indented(self.earlier_rows[i]["result"], "    earlier run:  ", width)
+        lines += textwrap.wrap(self.holm_sentence(), width)
+        return "\n".join(lines)
+
     def markdown(self) -> str:
         if not self.earlier_rows:
             return analysis.verdict_markdown(self.rows)
