@@ -100,6 +100,7 @@ BOOK_COMMANDS = {
 MAIN_SECTIONS: dict[str, dict[str, type]] = {
     "evidence_results.json": {"runs": list, "selected_lr": list},
     "evidence_confirmatory.json": {"runs": list, "selected_lr": list},
+    "evidence_side_results.json": {"init_scale": dict, "combinations": dict},
     "evidence_side_confirmatory.json": {"init_scale": dict, "combinations": dict},
     "evidence_live_checks.json": {"checks": dict},
     "evidence_rejudged.json": {"items": list},

@@ -20,9 +20,13 @@ from layernorm_tutorial.lab.confirmatory.runs import COMMAND, PLANS, plan_path, 
 
 def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    usage = f"usage: {COMMAND} PLAN [--out PATH] [--force] [--workers N] [--tiny]"
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{usage}\n\n{__doc__.strip()}")
+        raise SystemExit(0)
     if not argv or argv[0] not in PLANS:
-        print(f"usage: {COMMAND} PLAN [--out PATH] [--force] [--workers N] [--tiny]\n"
-              f"error: PLAN must be one of {', '.join(PLANS)}", file=sys.stderr)
+        print(f"{usage}\n{COMMAND}: error: PLAN must be one of {', '.join(PLANS)}",
+              file=sys.stderr)
         raise SystemExit(2)
     plan = argv.pop(0)
     results_command(argv, prog=f"{COMMAND} {plan}", description=__doc__.splitlines()[0],

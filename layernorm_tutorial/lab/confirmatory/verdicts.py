@@ -16,13 +16,18 @@ Every function reads the book's files by default; pass documents to judge others
 from __future__ import annotations
 
 import dataclasses
-import json
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from layernorm_tutorial._cli import StoredFileError, StoredFileMissing, read_json_document
 from layernorm_tutorial.lab.common import claims
-from layernorm_tutorial.lab.common.stored_results import BOOK_DATA
+from layernorm_tutorial.lab.common.stored_results import (
+    BOOK_COMMANDS,
+    BOOK_DATA,
+    MAIN_SECTIONS,
+    is_smoke_run,
+)
 from layernorm_tutorial.lab.common.verdict import HOLM_MARK, holm
 
 __all__ = ["Pair", "load", "evidence_pairs", "principles_pairs", "rnn_pairs",
@@ -57,14 +62,22 @@ class Pair:
 
 
 def load(name: str) -> dict:
-    """``book/data/<name>`` (``FileNotFoundError`` naming the command that writes it)."""
+    """``book/data/<name>``, its shape checked: a missing file is a ``FileNotFoundError``
+    naming the command that writes it; a broken or incomplete one, or a smoke run
+    (``--tiny``), a ``ValueError`` (:class:`~layernorm_tutorial._cli.StoredFileError`), one
+    line naming the file and what to do."""
     path = BOOK_DATA / name
-    if not path.is_file():
+    command = BOOK_COMMANDS.get(name)
+    if not path.is_file() and not path.is_dir():
         plans = {p.results for p in claims.CONFIRMATIONS}
         hint = (f"python -m layernorm_tutorial.lab.confirmatory (the plan writing {name})"
-                if name in plans else "the chapter's command")
-        raise FileNotFoundError(f"no results file {path}: run {hint}")
-    return json.loads(path.read_text(encoding="utf-8"))
+                if name in plans else command or "the chapter's command")
+        raise StoredFileMissing(f"no results file {path}: run {hint}")
+    doc = read_json_document(path, required=MAIN_SECTIONS.get(name, {}), command=command)
+    if is_smoke_run(doc):
+        raise StoredFileError(f"{path}: holds a smoke run (--tiny), not the book's results; "
+                              f"restore it (git checkout) or re-run {command or 'its command'}")
+    return doc
 
 
 def _exploratory(v):

@@ -22,7 +22,7 @@ from layernorm_tutorial._cli import (
     read_json_document,
     write_text_atomically,
 )
-from layernorm_tutorial.lab.common.stored_results import round_floats
+from layernorm_tutorial.lab.common.stored_results import is_smoke_run, round_floats
 from layernorm_tutorial.lab.evidence.data import (
     SPLIT_SEED,
     TEST_FRACTION,
@@ -173,6 +173,9 @@ def load_results(path: str | Path = DEFAULT_PATH) -> dict:
             + "run `python -m layernorm_tutorial.lab.evidence` first")
     command = "python -m layernorm_tutorial.lab.evidence"
     doc = read_json_document(path, command=command)
+    if is_smoke_run(doc) and is_book_file(path):
+        raise StoredFileError(f"{path}: holds a smoke run (--tiny), not the book's results; "
+                              f"restore it (git checkout) or re-run {command}")
     try:
         validate_results(doc)
     except (ValueError, TypeError, KeyError, AttributeError) as err:

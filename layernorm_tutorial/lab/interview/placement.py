@@ -3,17 +3,18 @@ chapter's stored trace (``results["architectures"]``), in lines of at most 80 ch
 
 from __future__ import annotations
 
-import json
-
 __all__ = ["stored_large_models", "placement_summary", "placement_lines"]
 
 
 def stored_large_models() -> dict:
-    """The large-models chapter's stored results file (``book/data``), read as JSON: the
-    sections ``architectures`` and ``qk_norm`` that the interview quotes."""
+    """The large-models chapter's stored results file (``book/data``), its shape checked:
+    the provenance header and the sections ``architectures`` and ``qk_norm`` that the
+    interview quotes. A missing, broken or incomplete file, or a smoke run (``--tiny``), is
+    one line naming it (:class:`~layernorm_tutorial._cli.StoredFileError`)."""
+    from layernorm_tutorial.lab.common.stored_results import load_results
     from layernorm_tutorial.lab.large_models.results import COMMITTED_PATH
 
-    return json.loads(COMMITTED_PATH.read_text(encoding="utf-8"))
+    return load_results(COMMITTED_PATH, sections={"architectures": dict, "qk_norm": dict})
 
 
 def placement_summary(entry: dict) -> dict:
