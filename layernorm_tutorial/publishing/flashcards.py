@@ -335,6 +335,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true",
                         help="replace an existing --out file")
     args = parser.parse_args(argv)
+    if not args.out:
+        print("error: --out: empty path", file=sys.stderr)
+        return 2
+    if args.book_url is not None and not args.book_url.strip():
+        print("error: --book-url: empty, expected the URL of the built HTML book's root "
+              "(or leave it out for this checkout's _build/html)", file=sys.stderr)
+        return 2
     try:
         count = write_deck(args.out, lang=args.lang, book_url=args.book_url,
                            force=args.force)

@@ -28,7 +28,9 @@ from urllib.parse import quote
 
 from layernorm_tutorial._cli import (
     OutputPathError,
+    check_not_a_source,
     check_output_path,
+    is_book_file,
     write_text_atomically,
 )
 
@@ -158,15 +160,24 @@ def load_bank(path: str | Path = BANK_PATH) -> Bank:
     entry lacks a field, names an unknown kind, language or topic, or repeats an id.
     """
     path = Path(path)
+    restore = "; restore it with git checkout" if is_book_file(path) else ""
+    if path.is_dir():
+        raise _fail(path, "is a folder, expected the bank JSON")
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise _fail(path, "no such file; restore it with git checkout") from None
+        raise _fail(path, f"no such file{restore}") from None
+    except OSError as exc:
+        raise _fail(path, f"cannot read it ({exc.strerror}){restore}") from None
+    except UnicodeDecodeError:
+        raise _fail(path, f"not UTF-8 text, so not the bank JSON{restore}") from None
     except json.JSONDecodeError as exc:
-        raise _fail(path, f"not valid JSON (line {exc.lineno}, column {exc.colno}); "
-                          "restore it with git checkout") from None
+        raise _fail(path, f"not valid JSON (line {exc.lineno}, column {exc.colno})"
+                          f"{restore}") from None
     if not isinstance(document, dict) or not isinstance(document.get("entries"), list):
         raise _fail(path, "expected an object with a list 'entries'")
+    if not document["entries"]:
+        raise _fail(path, "the list 'entries' is empty, expected the bank's questions")
     topic_ids = {t.id for t in TOPICS}
     entries = tuple(_entry(raw, i, path, topic_ids)
                     for i, raw in enumerate(document["entries"]))
@@ -328,6 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "(python -m layernorm_tutorial.publishing.book_i18n.po_tool "
                              "apply locales/zh_CN/LC_MESSAGES/book/interview_index.po JSON)")
     args = parser.parse_args(argv)
+    for option, value in (("--bank", args.bank), ("--out", args.out),
+                          ("--translations", args.translations)):
+        if value is not None and not value:
+            parser.error(f"{option}: empty path")
     if Path(args.bank).resolve() == Path(args.out).resolve():
         parser.error("--out is the --bank file; choose another page")
     try:
@@ -341,9 +356,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                       file=sys.stderr)
                 return 1
             return 0
+        check_not_a_source(args.out, own=(INDEX_PATH,))
         out = check_output_path(args.out, force=args.force)
         translations = None
         if args.translations:
+            check_not_a_source(args.translations, option="--translations")
             target = check_output_path(args.translations, force=args.force,
                                        option="--translations")
             if target.resolve() in (Path(args.out).resolve(), Path(args.bank).resolve()):
