@@ -62,6 +62,7 @@ from . import functional, numpy_ref
 from ._cli import (
     BOOK_DATA,
     OutputPathError,
+    check_not_a_source,
     check_output_path,
     interruptible,
     positive_int,
@@ -78,6 +79,10 @@ __all__ = ["BenchReport", "COLUMNS", "CHECK_COLUMNS", "OPS", "TOLERANCE", "arith
            "TARGETS"]
 
 DEFAULT_CSV = os.path.join(tempfile.gettempdir(), "layernorm_tutorial", "bench_results.csv")
+#: The book's stored benchmark tables, which ``--json`` may replace (with ``--force``).
+BENCH_TABLES = tuple(BOOK_DATA / name for name in
+                     ("gpu_bench_h100.json", "gpu_bench_h100_run1.json",
+                      "gpu_bench_h100_before.json"))
 MIN_BYTES = 64 * 2**20  # CPU: the full run's inputs are at least this large
 GPU_MIN_TENSOR_BYTES = 256 * 2**20  # CUDA: every tensor at least this large (L2 is 50 MB)
 CPU_SHAPES = ((16384, 1024), (4096, 4096), (1024, 16384))  # 64 MiB in float32
@@ -968,10 +973,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--ns: row lengths are planned on CUDA only (the CPU uses CPU_SHAPES)")
     if args.json and args.no_check:
         parser.error("--json: a stored run carries its correctness check; drop --no-check")
+    for option, value in (("--csv", args.csv), ("--json", args.json)):
+        if value is not None and not value:
+            parser.error(f"{option}: empty path")
     if args.json and same_file(args.json, args.csv or DEFAULT_CSV):
         parser.error(f"--json {args.json}: --csv and --json name the same file; give each "
                      "its own path")
     try:  # the default scratch file may be replaced; a path given explicitly needs --force
+        if args.csv is not None:  # never one of the repository's files, --force or not
+            check_not_a_source(args.csv, option="--csv")
+        if args.json:
+            check_not_a_source(args.json, option="--json", own=BENCH_TABLES)
         csv_path = check_output_path(args.csv or DEFAULT_CSV, option="--csv",
                                      force=args.force or args.csv is None)
         json_path = (check_output_path(args.json, option="--json", force=args.force)

@@ -24,7 +24,14 @@ import sys
 
 import torch
 
-from ._cli import OutputPathError, check_output_path, interruptible, write_text_atomically
+from ._cli import (
+    BOOK_DATA,
+    OutputPathError,
+    check_not_a_source,
+    check_output_path,
+    interruptible,
+    write_text_atomically,
+)
 
 M = 4096
 NS = (1024, 2048, 4096, 8192, 16384)
@@ -184,7 +191,8 @@ def main(argv=None) -> int:
     parser.add_argument("--force", action="store_true", help="replace an existing file")
     parser.add_argument("--dtypes", default="bf16,fp32", help="comma-separated: bf16,fp16,fp32")
     args = parser.parse_args(argv)
-    try:
+    try:  # never another of the repository's files, --force or not
+        check_not_a_source(args.out, own=(BOOK_DATA / "gpu_tune_h100.json",))
         out = check_output_path(args.out, force=args.force)
     except OutputPathError as err:
         parser.error(str(err))

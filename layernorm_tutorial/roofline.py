@@ -573,7 +573,9 @@ def _main(argv=None) -> None:
     import json
 
     from ._cli import (
+        BOOK_DATA,
         OutputPathError,
+        check_not_a_source,
         check_output_path,
         read_json_document,
         same_file,
@@ -590,7 +592,8 @@ def _main(argv=None) -> None:
     if same_file(args.out, args.table):
         parser.error(f"--out {args.out}: it is the --table file, which the predictions would "
                      "replace; choose another --out")
-    try:
+    try:  # never another of the repository's files (an input, too), --force or not
+        check_not_a_source(args.out, own=(BOOK_DATA / "kernel_fused_predictions.json",))
         out = check_output_path(args.out, force=args.force)
     except OutputPathError as err:
         parser.error(str(err))

@@ -46,7 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._cli import (
+    BOOK_DATA,
     OutputPathError,
+    check_not_a_source,
     check_output_path,
     interruptible,
     positive_int,
@@ -390,7 +392,8 @@ def main(argv=None) -> None:
     parser.add_argument("--jobs", type=positive_int, default=1,
                         help="compiling processes in parallel (default 1)")
     args = parser.parse_args(argv)
-    try:
+    try:  # never another of the repository's files, --force or not
+        check_not_a_source(args.out, own=(BOOK_DATA / "kernel_resources.json",))
         out = check_output_path(args.out, force=args.force)
     except OutputPathError as err:
         parser.error(str(err))

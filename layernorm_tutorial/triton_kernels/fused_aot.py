@@ -28,7 +28,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .._cli import (
+    BOOK_DATA,
     OutputPathError,
+    check_not_a_source,
     check_output_path,
     interruptible,
     positive_int,
@@ -178,7 +180,8 @@ def main(argv=None) -> None:
                         help="keep the rows of the existing --out table that the same triton and "
                              "ptxas compiled for a job still in the grid; compile the rest")
     args = parser.parse_args(argv)
-    try:
+    try:  # never another of the repository's files, --force or not
+        check_not_a_source(args.out, own=(BOOK_DATA / "kernel_fused_resources.json",))
         out = check_output_path(args.out, force=args.force or args.reuse)
     except OutputPathError as err:
         parser.error(str(err))
