@@ -52,7 +52,9 @@ def deck(tmp_path_factory):
 def test_one_note_per_question_in_the_notebooks(deck):
     _, count, notes = deck
     expected = sum(_model_answers_in(BOOK / f"{c}.ipynb") for c in flashcards.CHAPTERS)
-    assert expected >= 70           # issue 35: at least 70 questions in the two chapters
+    assert expected >= 121          # issue 41: 121 questions in the four interview chapters
+    assert set(flashcards.CHAPTERS) == {"interview", "interview_advanced",
+                                        "interview_practice", "interview_deployment"}
     assert count == len(notes) == expected
     assert len({n["label"] for n in notes}) == len(notes)
 
