@@ -119,7 +119,7 @@ TOPICS = (
           "训练故障、调试与测试"),
     Topic("inference-quantization", "Inference, folding and quantization",
           "推理、折叠与量化"),
-    Topic("kernels", "Kernels and performance", "算子与性能"),
+    Topic("kernels", "Kernels and performance", "内核与性能"),
     Topic("fine-tuning", "Fine-tuning and the norm parameters", "微调与归一化参数"),
     Topic("coding", "Coding drills", "手写代码"),
     Topic("numerics", "Numerics and precision", "数值与精度"),
