@@ -829,3 +829,9 @@ def test_the_chapter_is_in_the_table_of_contents_after_part_3():
     toc = (BOOK.parent / "_toc.yml").read_text()
     files = re.findall(r"file:\s*(\S+)", toc)
     assert files.index("book/interview_deployment") == files.index("book/interview_practice") + 1
+
+
+def test_gemma_norm_initialized_to_ones_doubles_the_output():
+    from layernorm_tutorial.lab.interview import quantization
+
+    assert abs(quantization.gemma_gain_with_ones_init() - 2.0) < 1e-5

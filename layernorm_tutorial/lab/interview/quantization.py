@@ -35,7 +35,8 @@ import torch
 
 from layernorm_tutorial import functional as LF
 
-__all__ = ["gemma_norms_traced", "gain_storage_error", "traced_int_layer_norm",
+__all__ = ["gemma_norms_traced", "gemma_gain_with_ones_init", "gain_storage_error",
+           "traced_int_layer_norm",
            "mean_subtraction_matrix", "random_orthogonal", "RotatedBlock",
            "rotate_pre_norm_block", "pre_norm_block", "commutation_gap", "max_to_rms",
            "channel_absmax_spread",
@@ -67,6 +68,22 @@ def gemma_norms_traced(dim: int = 8, seed: int = 0) -> dict:
         llama.weight.copy_(w)
         return {"initial_weight": initial, "w": w, "x_hat": _normalized_fp32(x, 1e-6),
                 "gemma": gemma(x), "llama_with_gemma_weights": llama(x)}
+
+
+def gemma_gain_with_ones_init(dim: int = 8, rows: int = 4, seed: int = 0) -> float:
+    """The gain of ``transformers``' ``Gemma3RMSNorm(dim)`` when a generic initializer fills
+    its weight with ones (as ``PreTrainedModel._init_weights`` does for norm weights):
+    mean of ``Gemma3RMSNorm(x) / rms_norm(x)`` over ``rows`` random rows, which is
+    ``1 + w = 2`` for the output ``x_hat * (1 + w)``."""
+    with warnings.catch_warnings():          # tqdm's notebook check, on first import
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
+
+    norm = Gemma3RMSNorm(dim, eps=1e-6)
+    torch.nn.init.ones_(norm.weight)
+    x = torch.randn(rows, dim, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        return float((norm(x) / LF.rms_norm(x, (dim,), eps=1e-6)).mean())
 
 
 def gain_storage_error(w: torch.Tensor, dtype=torch.bfloat16) -> tuple[float, float]:
