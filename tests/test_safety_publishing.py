@@ -430,3 +430,36 @@ def test_no_sqlite_file_is_left_in_the_temp_folder(small_book, tmp_path, monkeyp
     assert list(system_temp.iterdir()) == []
     import tempfile
     assert tempfile.tempdir == str(system_temp)  # restored after the write
+
+
+# ---- probe 6 (the final re-probe) ---------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_po_tool_todo_never_writes_over_a_repository_file_even_with_force(capsys):
+    from layernorm_tutorial.publishing.book_i18n import po_tool
+
+    readme = REPO / "README.md"
+    before = readme.read_bytes()
+    po = REPO / "locales/zh_CN/LC_MESSAGES/book/residual.po"
+    assert po_tool.main(["todo", str(po), "-o", str(readme), "--force"]) == 2
+    assert readme.read_bytes() == before
+    assert "source or data files" in capsys.readouterr().err
+
+
+def test_flashcards_never_writes_into_the_sources(tmp_path):
+    from layernorm_tutorial.publishing import flashcards
+
+    out = REPO / "book" / "probe6_deck.apkg"
+    with pytest.raises(flashcards.FlashcardError, match="source or data files"):
+        flashcards.check_writable(out)
+    assert not out.exists()
+    flashcards.check_writable(tmp_path / "deck.apkg")   # anywhere else is fine
+
+
+def test_book_build_refuses_output_outside_gettext(capsys):
+    from layernorm_tutorial.publishing import book_build
+
+    assert book_build.main(["html", "--output", "README.md", "--no-translation-check"]) == 2
+    assert "--output is for the gettext command" in capsys.readouterr().err

@@ -530,6 +530,9 @@ def _checked_build_dir(root: Path, args, builds_chinese: bool) -> Path:
 
 def _run(args) -> int:
     root = repo_root()
+    if args.output is not None and args.command != "gettext":
+        raise BuildError(f"--output is for the gettext command; {args.command} writes "
+                         "to --build-dir")
     if args.command == "gettext":
         return extract_messages(root, args.output or root / "_build" / "gettext",
                                 force=args.force)

@@ -46,6 +46,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from layernorm_tutorial._cli import OutputPathError, check_not_a_source
 from layernorm_tutorial.publishing.flashcard_html import (
     MissingTranslation,
     Renderer,
@@ -304,6 +305,10 @@ def check_writable(out: Path, force: bool = False) -> None:
         raise FlashcardError(f"--out must end in .apkg, got {str(out)!r}")
     if out.is_dir():
         raise FlashcardError(f"--out {str(out)!r} is a directory, expected a .apkg file path")
+    try:
+        check_not_a_source(out)
+    except OutputPathError as exc:
+        raise FlashcardError(str(exc)) from None
     if out.exists() and not force:
         raise FlashcardError(f"--out {str(out)!r}: the file exists; pass --force to replace "
                              "it, or choose a new path")

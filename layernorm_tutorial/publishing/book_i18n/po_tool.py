@@ -36,7 +36,12 @@ from pathlib import Path
 
 from babel.messages.pofile import PoFileError
 
-from layernorm_tutorial._cli import OutputPathError, check_output_path, write_text_atomically
+from layernorm_tutorial._cli import (
+    OutputPathError,
+    check_not_a_source,
+    check_output_path,
+    write_text_atomically,
+)
 from layernorm_tutorial.publishing.book_i18n import catalogs
 
 LOCALES = Path("locales")
@@ -215,6 +220,7 @@ def _check_todo_output(output: Path, po: Path, catalog, force: bool) -> Path:
                              f"run `apply {po} {output}` first, or pass --force to discard "
                              "them")
     try:
+        check_not_a_source(output, option="-o")
         return check_output_path(output, force=True, option="-o")
     except OutputPathError as exc:
         raise UsageError(str(exc)) from None
