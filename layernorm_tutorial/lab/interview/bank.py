@@ -246,9 +246,9 @@ def _escape(text: str) -> str:
 def _bullet(entry: Entry) -> str:
     kind = KINDS[entry.kind][0]
     language = "Chinese" if entry.language == "zh" else "English"
-    return (f"- {_escape(entry.question)} **Answer:** {{ref}}`{entry.card}`. "
+    return (f"- {_escape(entry.question)} **Answer:** {{ref}}`{entry.card}` · "
             f"*Source:* [{_escape(entry.source_title)}]({source_url(entry.source)}) "
-            f"({kind}, {language}).")
+            f"({kind}, {language})")
 
 
 def _intro(counts: dict) -> tuple[str, str]:
@@ -271,9 +271,9 @@ def _intro(counts: dict) -> tuple[str, str]:
 def _bullet_zh(entry: Entry) -> str:
     kind = KINDS[entry.kind][1]
     language = "中文" if entry.language == "zh" else "英文"
-    return (f"{_escape(entry.question_zh)} **答案：**{{ref}}`{entry.card}`。"
+    return (f"{_escape(entry.question_zh)} **答案：**{{ref}}`{entry.card}` · "
             f"*来源：*[{_escape(entry.source_title)}]({source_url(entry.source)})"
-            f"（{kind}，{language}）。")
+            f"（{kind}，{language}）")
 
 
 def index_translations(bank: Bank) -> dict[str, str]:
