@@ -610,6 +610,8 @@ def _main(argv=None) -> None:
     except (KeyError, TypeError, AttributeError) as err:
         parser.error(f"--table {args.table}: not a table of the fused kernels "
                      f"({' '.join(str(err).strip(chr(39)).split())}); make it with {make}")
+    except ImportError as err:  # the launch configurations live in the Triton kernels
+        parser.error(f"--table needs the Triton kernels' launch rules: {err}")
     write_text_atomically(out, json.dumps(dict(
         command=f"python -m layernorm_tutorial.roofline --table {args.table} --out {args.out}",
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
