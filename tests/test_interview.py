@@ -381,3 +381,23 @@ def test_llama_eps_is_read_from_the_transformers_configuration_classes():
     # the first LLaMA's 7B shape; a Llama 3 vocabulary and MLP
     assert (first["hidden_size"], first["max_position_embeddings"]) == (4096, 2048)
     assert (third["vocab_size"], third["intermediate_size"]) == (128256, 14336)
+
+
+def test_rms_norm_in_16_bit_uses_float32_eps():
+    from layernorm_tutorial.lab.interview import llama_eps
+
+    for dtype, y, own in llama_eps.rms_norm_16_bit_eps():
+        assert abs(y - 1) < 2e-3, dtype     # fp32's eps: about 1 for rows of 0.01
+        assert own < 0.5, dtype             # the dtype's own eps would shrink it
+
+
+def test_norm_defaults_match_torch_modules():
+    import torch
+
+    from layernorm_tutorial.lab.interview.norm_defaults import norm_defaults
+
+    lines = norm_defaults()
+    assert lines[0].startswith("LayerNorm  : eps 1e-05")
+    assert f"momentum {torch.nn.BatchNorm1d(8).momentum}" in lines[1]
+    assert torch.nn.RMSNorm(8).eps is None and "None" in lines[3]
+    assert lines[-1] == f"float32 machine epsilon: {torch.finfo(torch.float32).eps:.3g}"

@@ -41,3 +41,19 @@ def traced_configs() -> dict[str, dict]:
         config = getattr(transformers, name)()
         out[name] = {field: getattr(config, field) for field in fields}
     return out
+
+
+def rms_norm_16_bit_eps(value: float = 0.01, width: int = 8) -> list[tuple]:
+    """``torch.nn.functional.rms_norm`` with ``eps=None`` on a row of ``width`` copies of
+    ``value`` in float16 and bfloat16: ``(dtype, output, what the dtype's own machine
+    epsilon would give)``. The output is about 1 because torch uses float32's epsilon for
+    16-bit inputs (``torch.finfo(float32).eps``), not the dtype's."""
+    import torch
+
+    row = torch.full((1, width), value)
+    rows = []
+    for dtype in (torch.float16, torch.bfloat16):
+        y = torch.nn.functional.rms_norm(row.to(dtype), (width,))[0, 0].item()
+        own = value / (value**2 + torch.finfo(dtype).eps) ** 0.5
+        rows.append((dtype, y, own))
+    return rows
