@@ -32,6 +32,7 @@ The rest of the family, RMSNorm, geometry [1, 2, 3]
   ``norm_geometry``          LN and RMSNorm as projections and spheres; mean-only and
                              scale-only BN [2]
   ``llama_eps``              LLaMA's RMSNorm epsilon by generation [1, cheat sheet]
+  ``norm_defaults``          PyTorch's defaults of the norm modules [cheat sheet]
 
 Recurrent networks [1]
   ``ln_lstm``                where the LayerNorms of a layer-normalized LSTM go
